@@ -1,0 +1,68 @@
+# brasa — one Makefile. `make` builds build/brasa; `make test` runs the suite.
+# The engine (src/) needs only a C11 compiler, libc, libm, pthreads and libdl.
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+ARCHFLAGS ?= -march=x86-64-v2
+CFLAGS  ?=
+CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread \
+           -Iinclude -Isrc -MMD -MP $(ARCHFLAGS)
+LDLIBS  += -lm -lpthread -ldl
+
+SRC      := $(sort $(wildcard src/*/*.c))
+OBJ      := $(SRC:%.c=$(BUILD)/%.o)
+CLI_SRC  := $(sort $(wildcard app/cli/*.c))
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_COMMON := $(filter-out $(TEST_SRC),$(sort $(wildcard tests/*.c)))
+TEST_COMMON_OBJ := $(TEST_COMMON:%.c=$(BUILD)/%.o)
+LIB      := $(BUILD)/libbrasa.a
+
+# Kernel templates and web assets are embedded into the binary as C arrays.
+EMBED_IN  := $(sort $(wildcard src/gpu/kernels/*.cu src/gpu/kernels/*.cuh))
+EMBED_C   := $(BUILD)/gen/embedded.c
+EMBED_OBJ := $(BUILD)/gen/embedded.o
+
+.PHONY: all test test-asan bench fuzz clean format
+.SECONDARY:
+all: $(BUILD)/brasa
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(EMBED_C): tools/embed.sh $(EMBED_IN)
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh $(EMBED_IN) > $@
+
+$(EMBED_OBJ): $(EMBED_C)
+	$(CC) $(CFLAGS) -Wno-overlength-strings -c $< -o $@
+
+$(LIB): $(OBJ) $(EMBED_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/brasa: $(CLI_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $< $(TEST_COMMON_OBJ) $(LIB) $(LDLIBS)
+
+test: $(BUILD)/brasa $(TESTS)
+	@sh tests/run.sh $(BUILD)
+
+# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build folder.
+test-asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 \
+	  CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  LDLIBS="-lm -lpthread -ldl -fsanitize=address,undefined" test
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+format:
+	clang-format -i $(SRC) $(CLI_SRC) $(TEST_SRC) $(wildcard src/*/*.h)
+
+-include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d) $(TEST_COMMON_OBJ:.o=.d)

@@ -1,0 +1,51 @@
+/* brasa: GGUF file in, tokens out. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+};
+
+static const struct command commands[] = {
+    {"run", cmd_run, "generate a continuation of a prompt"},
+    {"chat", cmd_chat, "interactive multi-turn chat"},
+    {"bench", cmd_bench, "prompt processing and generation speed"},
+    {"inspect", cmd_inspect, "print a GGUF file's metadata and tensors"},
+    {"perplexity", cmd_perplexity, "perplexity of a text file"},
+    {"logits", cmd_logits, "write the logits of every prompt position"},
+    {"tokenize", cmd_tokenize, "text to token ids"},
+    {"detokenize", cmd_detokenize, "token ids to text"},
+    {"quantize", cmd_quantize, "convert a GGUF file to another weight type"},
+    {"synth", cmd_synth, "write a random-weight model of a real family's shapes"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server and web dashboard"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: brasa COMMAND [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n'brasa COMMAND --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "brasa: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

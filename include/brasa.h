@@ -1,0 +1,100 @@
+/* brasa: the engine's public API (used by the CLI and the server).
+ * Opaque handles; every fallible call returns a brasa_status and fills a brasa_err. */
+#ifndef BRASA_H
+#define BRASA_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "core/status.h"
+
+struct brasa_model;
+struct brasa_session;
+struct brasa_sampler;
+struct tokenizer;
+
+enum brasa_backend { BRASA_BACKEND_AUTO = 0, BRASA_BACKEND_CPU, BRASA_BACKEND_CUDA };
+
+struct brasa_model_opts {
+    int n_threads;                 /* 0: all cores */
+    enum brasa_backend backend;    /* AUTO: GPU when a driver is present, else CPU */
+    bool verbose;
+    /* Called during load with a fraction in [0, 1]; may be NULL. */
+    void (*progress)(void *ud, float fraction);
+    void *progress_ud;
+};
+
+struct brasa_model_info {
+    const char *arch;       /* "llama", "qwen2", "granite", "qwen3", "qwen35" */
+    const char *name;       /* general.name or the file name */
+    const char *backend;    /* "cpu" or "cuda" */
+    int n_vocab, n_ctx_train, n_layer, n_embd, n_head, n_head_kv;
+    uint64_t n_params;
+    uint64_t file_bytes;
+    uint64_t weight_bytes_per_token; /* bytes of weights one decode step reads */
+};
+
+brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *opts,
+                              struct brasa_model **out, struct brasa_err *err);
+void brasa_model_free(struct brasa_model *m);
+void brasa_model_get_info(const struct brasa_model *m, struct brasa_model_info *info);
+const struct tokenizer *brasa_model_tokenizer(const struct brasa_model *m);
+
+enum brasa_kv_type { BRASA_KV_F16 = 0, BRASA_KV_F32 };
+struct brasa_session_opts {
+    int n_ctx;                /* 0: from the file (capped to a sane default) */
+    int n_batch;              /* prompt tokens per forward pass, 0: default */
+    enum brasa_kv_type kv_type;
+};
+
+brasa_status brasa_session_new(struct brasa_model *m, const struct brasa_session_opts *opts,
+                               struct brasa_session **out, struct brasa_err *err);
+void brasa_session_free(struct brasa_session *s);
+void brasa_session_reset(struct brasa_session *s); /* empty KV cache and recurrent state */
+int brasa_session_pos(const struct brasa_session *s);
+int brasa_session_n_ctx(const struct brasa_session *s);
+/* Feeds n tokens at the current position. If logits_all is non-NULL it receives the logits of
+ * every one of the n positions ([n][n_vocab]); the last position's logits are always available
+ * from brasa_session_logits() afterwards. */
+brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int n,
+                                float *logits_all, struct brasa_err *err);
+const float *brasa_session_logits(const struct brasa_session *s);
+/* Resident bytes of the session (KV cache, recurrent state, activations). */
+uint64_t brasa_session_bytes(const struct brasa_session *s);
+
+/* ---- sampling ----
+ * Order: penalties (repetition, presence, frequency over the last penalty_last_n tokens)
+ * -> greedy if temperature <= 0 -> top-k -> temperature -> softmax -> top-p -> min-p -> draw. */
+struct brasa_sampler_params {
+    float temperature;       /* <= 0: greedy */
+    int top_k;               /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    int penalty_last_n;      /* tokens looked back for penalties */
+    uint64_t seed;
+};
+void brasa_sampler_defaults(struct brasa_sampler_params *p);
+brasa_status brasa_sampler_new(const struct brasa_sampler_params *p, int n_vocab,
+                               struct brasa_sampler **out, struct brasa_err *err);
+void brasa_sampler_free(struct brasa_sampler *s);
+void brasa_sampler_accept(struct brasa_sampler *s, int32_t id); /* adds to the penalty history */
+int32_t brasa_sampler_sample(struct brasa_sampler *s, const float *logits);
+
+/* ---- generation ---- */
+struct brasa_gen_stats {
+    int n_prompt, n_gen;
+    double prompt_s, gen_s;   /* wall time of prompt processing and of generation */
+    double ttft_s;            /* time to first generated token */
+};
+/* Called for every generated token with its printable text (streaming-safe UTF-8).
+ * Return non-zero to stop. */
+typedef int (*brasa_token_cb)(void *ud, int32_t id, const char *text, size_t len);
+enum brasa_gen_flags { BRASA_GEN_IGNORE_EOS = 1 << 0 };
+brasa_status brasa_generate(struct brasa_session *s, struct brasa_sampler *smp,
+                            const int32_t *prompt, int n_prompt, int max_tokens, int flags,
+                            brasa_token_cb cb, void *ud, struct brasa_gen_stats *stats,
+                            struct brasa_err *err);
+
+#endif

@@ -1,0 +1,117 @@
+#include "test.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct test_state test_cur;
+
+int test_run_all(const char *file, const struct test_entry *tests, int n, int argc, char **argv)
+{
+    int passed = 0, failed = 0, skipped = 0;
+    for (int i = 0; i < n; i++) {
+        if (argc > 1) { /* run only the named tests */
+            int want = 0;
+            for (int a = 1; a < argc; a++)
+                if (strcmp(argv[a], tests[i].name) == 0)
+                    want = 1;
+            if (!want)
+                continue;
+        }
+        memset(&test_cur, 0, sizeof test_cur);
+        fprintf(stderr, "%s: %s\n", file, tests[i].name);
+        tests[i].fn();
+        if (test_cur.failed_checks) {
+            fprintf(stderr, "  FAIL %s (%d failed checks)\n", tests[i].name, test_cur.failed_checks);
+            failed++;
+        } else if (test_cur.skipped) {
+            skipped++;
+        } else {
+            passed++;
+        }
+    }
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}
+
+const char *test_shared_dir(void)
+{
+    const char *e = getenv("BRASA_SHARED");
+    return e && *e ? e : "../shared";
+}
+
+const char *test_shared_path(const char *rel)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", test_shared_dir(), rel);
+    return buf;
+}
+
+int test_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+char *test_read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (n < 0) {
+        fclose(f);
+        return NULL;
+    }
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        if (size)
+            *size = (size_t)n;
+    }
+    return buf;
+}
+
+unsigned long long test_seed(void)
+{
+    static unsigned long long seed;
+    if (!seed) {
+        const char *e = getenv("BRASA_TEST_SEED");
+        seed = e ? strtoull(e, NULL, 0) : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32);
+        if (!seed)
+            seed = 1;
+        fprintf(stderr, "  (random seed %llu; BRASA_TEST_SEED=%llu replays it)\n", seed, seed);
+    }
+    return seed;
+}
+
+unsigned long long test_rand_u64(unsigned long long *s)
+{
+    unsigned long long x = *s ? *s : 0x9e3779b97f4a7c15ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+float test_rand_uniform(unsigned long long *s)
+{
+    return (float)((double)(test_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+}
+
+float test_rand_normal(unsigned long long *s)
+{
+    double u1 = ((double)(test_rand_u64(s) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
+    double u2 = (double)(test_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
