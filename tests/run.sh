@@ -2,6 +2,8 @@
 # Runs every test binary in BUILD/tests and prints one closing line "N passed, N failed".
 # Tests run from the repository root; fixtures are read from $BRASA_SHARED (default ../shared).
 build=${1:-build}
+# Tests that drive the command line find the binary here.
+BRASA_BIN=${BRASA_BIN:-$build/brasa}; export BRASA_BIN
 total_p=0; total_f=0; total_s=0; bad=""
 for t in "$build"/tests/test_*; do
   case "$t" in *.o|*.d) continue;; esac
