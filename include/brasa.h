@@ -63,7 +63,13 @@ uint64_t brasa_session_bytes(const struct brasa_session *s);
 
 /* ---- sampling ----
  * Order: penalties (repetition, presence, frequency over the last penalty_last_n tokens)
- * -> greedy if temperature <= 0 -> top-k -> temperature -> softmax -> top-p -> min-p -> draw. */
+ * -> greedy if temperature <= 0 -> top-k -> temperature -> softmax -> top-p -> min-p -> draw.
+ * Penalties touch each distinct token of the window once: repetition divides a positive logit
+ * by repeat_penalty and multiplies a negative one; then logit -= count * frequency_penalty +
+ * presence_penalty. Greedy ties go to the lowest id. The draw uses a generator seeded with
+ * `seed` alone, so the same logits, parameters and seed give the same tokens.
+ * Defaults (brasa_sampler_defaults): temperature 0.8, top-k 40, top-p 0.95, min-p 0.05,
+ * penalties off, penalty_last_n 64. Details of each step: src/sample/sample.h. */
 struct brasa_sampler_params {
     float temperature;       /* <= 0: greedy */
     int top_k;               /* <= 0: off */
@@ -72,7 +78,7 @@ struct brasa_sampler_params {
     float repeat_penalty;    /* 1: off */
     float presence_penalty;  /* 0: off */
     float frequency_penalty; /* 0: off */
-    int penalty_last_n;      /* tokens looked back for penalties */
+    int penalty_last_n;      /* tokens looked back for penalties (<= 0: penalties off) */
     uint64_t seed;
 };
 void brasa_sampler_defaults(struct brasa_sampler_params *p);
@@ -80,6 +86,8 @@ brasa_status brasa_sampler_new(const struct brasa_sampler_params *p, int n_vocab
                                struct brasa_sampler **out, struct brasa_err *err);
 void brasa_sampler_free(struct brasa_sampler *s);
 void brasa_sampler_accept(struct brasa_sampler *s, int32_t id); /* adds to the penalty history */
+/* Forgets the penalty history and restarts the generator from the seed. */
+void brasa_sampler_reset(struct brasa_sampler *s);
 int32_t brasa_sampler_sample(struct brasa_sampler *s, const float *logits);
 
 /* ---- generation ---- */

@@ -1,0 +1,381 @@
+/* Sampling steps and the brasa_sampler chain (order documented in sample.h and brasa.h). */
+#include "sample/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brasa.h"
+
+/* ---- random numbers ---- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void sample_rng_seed(struct sample_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t sample_rng_u64(struct sample_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+double sample_rng_uniform(struct sample_rng *r)
+{
+    return (double)(sample_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ---- candidate list ---- */
+
+void sample_list_init(struct sample_list *l, struct sample_cand *storage, const float *logits, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = logits[i];
+        storage[i] = (struct sample_cand){(int32_t)i, isnan(x) ? -INFINITY : x, 0.0f};
+    }
+    l->c = storage;
+    l->n = n;
+    l->sorted = false;
+}
+
+/* a ranks before b: larger logit, then lower id (a total order, so results are deterministic). */
+static bool ranks_before(const struct sample_cand *a, const struct sample_cand *b)
+{
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int cmp_rank(const void *pa, const void *pb)
+{
+    const struct sample_cand *a = pa, *b = pb;
+    return ranks_before(a, b) ? -1 : ranks_before(b, a) ? 1 : 0;
+}
+
+static void sort_list(struct sample_list *l)
+{
+    if (!l->sorted)
+        qsort(l->c, l->n, sizeof *l->c, cmp_rank);
+    l->sorted = true;
+}
+
+void sample_penalties(struct sample_list *l, const int32_t *counts, float repeat, float presence,
+                      float frequency)
+{
+    if (!counts || (repeat == 1.0f && presence == 0.0f && frequency == 0.0f))
+        return;
+    for (size_t i = 0; i < l->n; i++) {
+        int32_t n = counts[l->c[i].id];
+        if (n <= 0)
+            continue;
+        float x = l->c[i].logit;
+        if (repeat != 1.0f && repeat > 0.0f)
+            x = x > 0.0f ? x / repeat : x * repeat;
+        x -= (float)n * frequency + presence;
+        l->c[i].logit = x;
+    }
+    l->sorted = false;
+}
+
+int32_t sample_greedy(const struct sample_list *l)
+{
+    if (l->n == 0)
+        return -1;
+    size_t best = 0;
+    for (size_t i = 1; i < l->n; i++)
+        if (ranks_before(&l->c[i], &l->c[best]))
+            best = i;
+    return l->c[best].id;
+}
+
+/* Min-heap on rank (the root is the worst of the kept k). */
+static void heap_down(struct sample_cand *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t w = i, a = 2 * i + 1, b = a + 1;
+        if (a < n && ranks_before(&h[w], &h[a]))
+            w = a;
+        if (b < n && ranks_before(&h[w], &h[b]))
+            w = b;
+        if (w == i)
+            return;
+        struct sample_cand t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
+void sample_top_k(struct sample_list *l, int k)
+{
+    if (k <= 0 || (size_t)k >= l->n) {
+        return;
+    }
+    /* The first k entries become a heap of the best seen so far: O(n log k). */
+    struct sample_cand *h = l->c;
+    size_t kk = (size_t)k;
+    for (size_t i = kk / 2; i-- > 0;)
+        heap_down(h, kk, i);
+    for (size_t i = kk; i < l->n; i++) {
+        if (ranks_before(&l->c[i], &h[0])) {
+            h[0] = l->c[i];
+            heap_down(h, kk, 0);
+        }
+    }
+    l->n = kk;
+    l->sorted = false;
+    sort_list(l);
+}
+
+void sample_temperature(struct sample_list *l, float t)
+{
+    if (t <= 0.0f || t == 1.0f)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        l->c[i].logit /= t;
+}
+
+void sample_softmax(struct sample_list *l)
+{
+    if (l->n == 0)
+        return;
+    float mx = -INFINITY;
+    for (size_t i = 0; i < l->n; i++)
+        mx = fmaxf(mx, l->c[i].logit);
+    if (mx == -INFINITY) { /* every logit is -inf: fall back to uniform */
+        for (size_t i = 0; i < l->n; i++)
+            l->c[i].p = 1.0f / (float)l->n;
+        return;
+    }
+    double sum = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        float e = expf(l->c[i].logit - mx);
+        l->c[i].p = e;
+        sum += e;
+    }
+    for (size_t i = 0; i < l->n; i++)
+        l->c[i].p = (float)(l->c[i].p / sum);
+}
+
+static void renormalise(struct sample_list *l)
+{
+    double sum = 0;
+    for (size_t i = 0; i < l->n; i++)
+        sum += l->c[i].p;
+    if (sum > 0)
+        for (size_t i = 0; i < l->n; i++)
+            l->c[i].p = (float)(l->c[i].p / sum);
+}
+
+/* Moves the entries with p >= thr to the front (keeping nothing else in order); returns their
+ * count and mass. */
+static size_t partition_above(struct sample_list *l, float thr, double *mass)
+{
+    size_t j = 0;
+    double m = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->c[i].p >= thr) {
+            struct sample_cand t = l->c[j];
+            l->c[j] = l->c[i];
+            l->c[i] = t;
+            m += l->c[j].p;
+            j++;
+        }
+    }
+    *mass = m;
+    return j;
+}
+
+void sample_top_p(struct sample_list *l, float p)
+{
+    if (p >= 1.0f || l->n <= 1)
+        return;
+    if (!l->sorted) {
+        /* Sorting the whole vocabulary is the cost here. If the tokens above a small threshold
+         * already hold mass >= p, the kept prefix lies entirely among them: sort only those. */
+        double mass;
+        size_t m = partition_above(l, 1.0f / (float)l->n, &mass);
+        if (m > 0 && mass >= p)
+            l->n = m;
+        sort_list(l);
+    }
+    double cum = 0;
+    size_t keep = l->n;
+    for (size_t i = 0; i < l->n; i++) {
+        cum += l->c[i].p;
+        if (cum >= p) {
+            keep = i + 1;
+            break;
+        }
+    }
+    l->n = keep;
+    renormalise(l);
+}
+
+void sample_min_p(struct sample_list *l, float p)
+{
+    if (p <= 0.0f || l->n <= 1)
+        return;
+    float mx = 0;
+    for (size_t i = 0; i < l->n; i++)
+        mx = fmaxf(mx, l->c[i].p);
+    float thr = p * mx;
+    size_t j = 0;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->c[i].p >= thr)
+            l->c[j++] = l->c[i]; /* a stable filter keeps a sorted list sorted */
+    l->n = j;
+    renormalise(l);
+}
+
+int32_t sample_draw(const struct sample_list *l, struct sample_rng *r)
+{
+    if (l->n == 0)
+        return -1;
+    double sum = 0;
+    for (size_t i = 0; i < l->n; i++)
+        sum += l->c[i].p;
+    double u = sample_rng_uniform(r) * sum, cum = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        cum += l->c[i].p;
+        if (u < cum)
+            return l->c[i].id;
+    }
+    /* Rounding left u at the very top: the last candidate with any mass. */
+    for (size_t i = l->n; i-- > 0;)
+        if (l->c[i].p > 0)
+            return l->c[i].id;
+    return l->c[0].id;
+}
+
+/* ---- the chain (include/brasa.h) ---- */
+
+struct brasa_sampler {
+    struct brasa_sampler_params p;
+    int n_vocab;
+    struct sample_cand *cand; /* [n_vocab] */
+    int32_t *counts;          /* [n_vocab]: occurrences in the penalty window */
+    int32_t *ring;            /* [penalty_last_n]: the window, oldest at ring_head */
+    int ring_len, ring_head;
+    struct sample_rng rng;
+};
+
+void brasa_sampler_defaults(struct brasa_sampler_params *p)
+{
+    *p = (struct brasa_sampler_params){
+        .temperature = 0.8f,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .repeat_penalty = 1.0f,
+        .presence_penalty = 0.0f,
+        .frequency_penalty = 0.0f,
+        .penalty_last_n = 64,
+        .seed = 0x5eed,
+    };
+}
+
+static bool penalties_on(const struct brasa_sampler_params *p)
+{
+    return p->penalty_last_n > 0 &&
+           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f);
+}
+
+brasa_status brasa_sampler_new(const struct brasa_sampler_params *p, int n_vocab,
+                               struct brasa_sampler **out, struct brasa_err *err)
+{
+    *out = NULL;
+    if (n_vocab <= 0 || n_vocab > (1 << 24))
+        return brasa_fail(err, BRASA_EINVAL, "sampler: vocabulary size %d out of range", n_vocab);
+    if (!(p->repeat_penalty > 0.0f) || !isfinite(p->repeat_penalty))
+        return brasa_fail(err, BRASA_EINVAL, "sampler: repeat penalty must be > 0 (got %g; 1 is off)",
+                          (double)p->repeat_penalty);
+    if (!isfinite(p->temperature) || !isfinite(p->top_p) || !isfinite(p->min_p) ||
+        !isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return brasa_fail(err, BRASA_EINVAL, "sampler: parameters must be finite numbers");
+    if (p->penalty_last_n > (1 << 24))
+        return brasa_fail(err, BRASA_EINVAL, "sampler: penalty window %d too large", p->penalty_last_n);
+    struct brasa_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return brasa_fail(err, BRASA_ENOMEM, "sampler: out of memory");
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
+    if (penalties_on(p)) {
+        s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+        s->ring = malloc((size_t)p->penalty_last_n * sizeof *s->ring);
+    }
+    if (!s->cand || (penalties_on(p) && (!s->counts || !s->ring))) {
+        brasa_sampler_free(s);
+        return brasa_fail(err, BRASA_ENOMEM, "sampler: out of memory for %d candidates", n_vocab);
+    }
+    sample_rng_seed(&s->rng, p->seed);
+    *out = s;
+    return BRASA_OK;
+}
+
+void brasa_sampler_free(struct brasa_sampler *s)
+{
+    if (!s)
+        return;
+    free(s->cand);
+    free(s->counts);
+    free(s->ring);
+    free(s);
+}
+
+void brasa_sampler_reset(struct brasa_sampler *s)
+{
+    if (s->counts)
+        memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
+    s->ring_len = s->ring_head = 0;
+    sample_rng_seed(&s->rng, s->p.seed);
+}
+
+void brasa_sampler_accept(struct brasa_sampler *s, int32_t id)
+{
+    if (!s->counts || id < 0 || id >= s->n_vocab)
+        return;
+    int cap = s->p.penalty_last_n;
+    if (s->ring_len == cap) { /* the window is full: the oldest token leaves it */
+        s->counts[s->ring[s->ring_head]]--;
+        s->ring[s->ring_head] = id;
+        s->ring_head = (s->ring_head + 1) % cap;
+    } else {
+        s->ring[(s->ring_head + s->ring_len) % cap] = id;
+        s->ring_len++;
+    }
+    s->counts[id]++;
+}
+
+int32_t brasa_sampler_sample(struct brasa_sampler *s, const float *logits)
+{
+    const struct brasa_sampler_params *p = &s->p;
+    struct sample_list l;
+    sample_list_init(&l, s->cand, logits, (size_t)s->n_vocab);
+    sample_penalties(&l, s->counts, p->repeat_penalty, p->presence_penalty, p->frequency_penalty);
+    if (p->temperature <= 0.0f)
+        return sample_greedy(&l);
+    sample_top_k(&l, p->top_k);
+    sample_temperature(&l, p->temperature);
+    sample_softmax(&l);
+    sample_top_p(&l, p->top_p);
+    sample_min_p(&l, p->min_p);
+    return sample_draw(&l, &s->rng);
+}

@@ -1,0 +1,312 @@
+/* Sampler: each step against a plain reference, the order of the chain, seeds, penalties. */
+#include <math.h>
+#include <stdint.h>
+
+#include "brasa.h"
+#include "sample/sample.h"
+#include "test.h"
+
+#define NV 1000
+
+static void random_logits(float *x, int n, unsigned long long *rs)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = 3.0f * test_rand_normal(rs);
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x > y ? -1 : x < y ? 1 : 0;
+}
+
+TEST(rng_reproducible)
+{
+    struct sample_rng a, b, c;
+    sample_rng_seed(&a, 42);
+    sample_rng_seed(&b, 42);
+    sample_rng_seed(&c, 43);
+    int same_c = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t x = sample_rng_u64(&a), y = sample_rng_u64(&b), z = sample_rng_u64(&c);
+        CHECK(x == y);
+        same_c += x == z;
+    }
+    CHECK(same_c == 0);
+    double sum = 0;
+    for (int i = 0; i < 100000; i++) {
+        double u = sample_rng_uniform(&a);
+        CHECK(u >= 0.0 && u < 1.0);
+        sum += u;
+    }
+    CHECKF(fabs(sum / 100000 - 0.5) < 0.01, "mean %g", sum / 100000);
+}
+
+TEST(greedy_ties_and_nan)
+{
+    float x[6] = {1, 5, NAN, 5, -2, 4};
+    struct sample_cand st[6];
+    struct sample_list l;
+    sample_list_init(&l, st, x, 6);
+    CHECK(sample_greedy(&l) == 1);
+    float y[3] = {-INFINITY, -INFINITY, -INFINITY};
+    sample_list_init(&l, st, y, 3);
+    CHECK(sample_greedy(&l) == 0);
+}
+
+TEST(penalties)
+{
+    float x[5] = {2, -2, 2, -2, 1};
+    int32_t counts[5] = {1, 1, 0, 3, 0};
+    struct sample_cand st[5];
+    struct sample_list l;
+    sample_list_init(&l, st, x, 5);
+    sample_penalties(&l, counts, 2.0f, 0.0f, 0.0f);
+    CHECK(st[0].logit == 1.0f);  /* positive: divided */
+    CHECK(st[1].logit == -4.0f); /* negative: multiplied */
+    CHECK(st[2].logit == 2.0f);  /* not seen: untouched */
+    CHECK(st[3].logit == -4.0f); /* counted once for repetition */
+    sample_list_init(&l, st, x, 5);
+    sample_penalties(&l, counts, 1.0f, 0.5f, 0.25f);
+    CHECK(st[0].logit == 2.0f - 0.5f - 0.25f);
+    CHECK(st[3].logit == -2.0f - 0.5f - 0.75f);
+    CHECK(st[4].logit == 1.0f);
+}
+
+TEST(top_k_matches_sort)
+{
+    unsigned long long rs = test_seed();
+    static float x[NV], sorted[NV];
+    static struct sample_cand st[NV];
+    for (int rep = 0; rep < 20; rep++) {
+        random_logits(x, NV, &rs);
+        if (rep == 0)
+            x[10] = x[20] = 100; /* a tie at the top: the lower id comes first */
+        memcpy(sorted, x, sizeof x);
+        qsort(sorted, NV, sizeof *sorted, cmp_desc);
+        int k = 1 + (int)(test_rand_u64(&rs) % 60);
+        struct sample_list l;
+        sample_list_init(&l, st, x, NV);
+        sample_top_k(&l, k);
+        REQUIRE(l.n == (size_t)k && l.sorted);
+        for (int i = 0; i < k; i++)
+            CHECKF(l.c[i].logit == sorted[i] && x[l.c[i].id] == sorted[i], "rank %d", i);
+        if (rep == 0 && k >= 2)
+            CHECK(l.c[0].id == 10 && l.c[1].id == 20);
+    }
+    float y[3] = {1, 2, 3};
+    struct sample_list l;
+    sample_list_init(&l, st, y, 3);
+    sample_top_k(&l, 0); /* off */
+    CHECK(l.n == 3);
+    sample_top_k(&l, 5); /* more than there are */
+    CHECK(l.n == 3);
+}
+
+TEST(temperature_softmax)
+{
+    unsigned long long rs = test_seed();
+    static float x[NV];
+    static struct sample_cand st[NV];
+    random_logits(x, NV, &rs);
+    struct sample_list l;
+    sample_list_init(&l, st, x, NV);
+    sample_temperature(&l, 0.5f);
+    sample_softmax(&l);
+    double mx = -1e30, sum = 0, total = 0, maxerr = 0;
+    for (int i = 0; i < NV; i++)
+        mx = fmax(mx, x[i] / 0.5);
+    for (int i = 0; i < NV; i++)
+        sum += exp(x[i] / 0.5 - mx);
+    for (int i = 0; i < NV; i++) {
+        double ref = exp(x[i] / 0.5 - mx) / sum;
+        maxerr = fmax(maxerr, fabs(st[i].p - ref));
+        total += st[i].p;
+    }
+    CHECKF(maxerr < 1e-6, "max error %g", maxerr);
+    CHECKF(fabs(total - 1) < 1e-5, "sum %g", total);
+}
+
+/* Plain reference for top-p: sort every probability, keep the prefix reaching p. */
+static size_t ref_top_p_keep(const struct sample_cand *c, size_t n, float p, float *sorted)
+{
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = c[i].p;
+    qsort(sorted, n, sizeof *sorted, cmp_desc);
+    double cum = 0;
+    for (size_t i = 0; i < n; i++) {
+        cum += sorted[i];
+        if (cum >= p)
+            return i + 1;
+    }
+    return n;
+}
+
+TEST(top_p_matches_reference)
+{
+    unsigned long long rs = test_seed();
+    static float x[NV], sorted[NV];
+    static struct sample_cand st[NV];
+    for (int rep = 0; rep < 20; rep++) {
+        random_logits(x, NV, &rs);
+        float temp = rep % 2 ? 3.0f : 0.7f; /* flat and peaked: both paths of the pre-filter */
+        float p = 0.5f + 0.49f * (float)test_rand_uniform(&rs) * (float)test_rand_uniform(&rs);
+        struct sample_list l;
+        sample_list_init(&l, st, x, NV);
+        sample_temperature(&l, temp);
+        sample_softmax(&l);
+        size_t want = ref_top_p_keep(st, NV, p, sorted);
+        sample_top_p(&l, p);
+        CHECKF(l.n == want, "kept %zu, reference %zu (p %g)", l.n, want, (double)p);
+        double sum = 0;
+        for (size_t i = 0; i < l.n; i++)
+            sum += l.c[i].p;
+        CHECK(fabs(sum - 1) < 1e-5);
+        for (size_t i = 1; i < l.n; i++)
+            CHECK(l.c[i - 1].p >= l.c[i].p);
+    }
+}
+
+TEST(min_p)
+{
+    float x[4] = {0, -1, -3, log(0.5f)};
+    struct sample_cand st[4];
+    struct sample_list l;
+    sample_list_init(&l, st, x, 4);
+    sample_softmax(&l);
+    sample_min_p(&l, 0.4f); /* keeps p >= 0.4 * p(id 0): ids 0 (1), 3 (0.5); drops 1 (0.37), 2 */
+    REQUIRE(l.n == 2);
+    CHECK(l.c[0].id == 0 && l.c[1].id == 3);
+    CHECK(fabs(l.c[0].p - 2.0 / 3.0) < 1e-6);
+}
+
+TEST(draw_follows_distribution)
+{
+    float x[4] = {0, logf(2), logf(3), logf(4)}; /* p = 0.1, 0.2, 0.3, 0.4 */
+    struct sample_cand st[4];
+    struct sample_list l;
+    sample_list_init(&l, st, x, 4);
+    sample_softmax(&l);
+    struct sample_rng r;
+    sample_rng_seed(&r, test_seed());
+    int hist[4] = {0};
+    const int n = 40000;
+    for (int i = 0; i < n; i++) {
+        int32_t id = sample_draw(&l, &r);
+        REQUIRE(id >= 0 && id < 4);
+        hist[id]++;
+    }
+    for (int i = 0; i < 4; i++) {
+        double want = 0.1 * (i + 1) * n, sd = sqrt(n * 0.1 * (i + 1) * (1 - 0.1 * (i + 1)));
+        CHECKF(fabs(hist[i] - want) < 5 * sd, "id %d drawn %d times, expected %g", i, hist[i], want);
+    }
+}
+
+static struct brasa_sampler *make(const struct brasa_sampler_params *p, int nv)
+{
+    struct brasa_sampler *s = NULL;
+    struct brasa_err err;
+    if (brasa_sampler_new(p, nv, &s, &err) != BRASA_OK)
+        fprintf(stderr, "  %s\n", err.msg);
+    return s;
+}
+
+TEST(chain_greedy_and_penalty_order)
+{
+    struct brasa_sampler_params p;
+    brasa_sampler_defaults(&p);
+    p.temperature = 0;
+    p.repeat_penalty = 4.0f;
+    p.penalty_last_n = 2;
+    float x[4] = {1, 3, 2, 0};
+    struct brasa_sampler *s = make(&p, 4);
+    REQUIRE(s);
+    CHECK(brasa_sampler_sample(s, x) == 1);
+    brasa_sampler_accept(s, 1); /* 3 / 4 < 2: penalties come before greedy */
+    CHECK(brasa_sampler_sample(s, x) == 2);
+    brasa_sampler_accept(s, 2);
+    brasa_sampler_accept(s, 0);
+    CHECK(brasa_sampler_sample(s, x) == 1); /* id 1 left the window of 2 */
+    brasa_sampler_reset(s);
+    CHECK(brasa_sampler_sample(s, x) == 1);
+    brasa_sampler_free(s);
+}
+
+TEST(chain_top_k_before_softmax)
+{
+    /* Over all four, p(0) = 0.64 < 0.7 so top-p keeps two; over the top-k = 2 survivors
+     * p(0) = 0.73 >= 0.7 so only id 0 can come out. */
+    float x[4] = {3, 2, 1, 0};
+    struct brasa_sampler_params p;
+    brasa_sampler_defaults(&p);
+    p.temperature = 1;
+    p.top_k = 2;
+    p.top_p = 0.7f;
+    p.min_p = 0;
+    struct brasa_sampler *s = make(&p, 4);
+    REQUIRE(s);
+    for (int i = 0; i < 200; i++)
+        CHECK(brasa_sampler_sample(s, x) == 0);
+    brasa_sampler_free(s);
+    p.top_k = 0;
+    s = make(&p, 4);
+    REQUIRE(s);
+    int seen1 = 0;
+    for (int i = 0; i < 200; i++) {
+        int32_t id = brasa_sampler_sample(s, x);
+        CHECK(id == 0 || id == 1);
+        seen1 += id == 1;
+    }
+    CHECK(seen1 > 0);
+    brasa_sampler_free(s);
+}
+
+TEST(chain_seed_reproducible)
+{
+    unsigned long long rs = test_seed();
+    static float x[NV];
+    random_logits(x, NV, &rs);
+    struct brasa_sampler_params p;
+    brasa_sampler_defaults(&p);
+    p.temperature = 1.5f;
+    p.top_k = 0;
+    p.top_p = 0.98f;
+    p.min_p = 0;
+    p.seed = 1234;
+    int32_t a[64], b[64], c[64];
+    for (int run = 0; run < 3; run++) {
+        if (run == 2)
+            p.seed = 1235;
+        struct brasa_sampler *s = make(&p, NV);
+        REQUIRE(s);
+        int32_t *o = run == 0 ? a : run == 1 ? b : c;
+        for (int i = 0; i < 64; i++)
+            o[i] = brasa_sampler_sample(s, x);
+        brasa_sampler_free(s);
+    }
+    int diff = 0;
+    for (int i = 0; i < 64; i++) {
+        CHECK(a[i] == b[i]);
+        diff += a[i] != c[i];
+    }
+    CHECK(diff > 0);
+}
+
+TEST(chain_bad_params)
+{
+    struct brasa_sampler_params p;
+    brasa_sampler_defaults(&p);
+    struct brasa_sampler *s = NULL;
+    struct brasa_err err;
+    CHECK(brasa_sampler_new(&p, 0, &s, &err) == BRASA_EINVAL && !s);
+    p.repeat_penalty = 0;
+    CHECK(brasa_sampler_new(&p, 10, &s, &err) == BRASA_EINVAL && !s);
+    p.repeat_penalty = 1;
+    p.temperature = NAN;
+    CHECK(brasa_sampler_new(&p, 10, &s, &err) == BRASA_EINVAL && !s);
+}
+
+TEST_MAIN(T(rng_reproducible), T(greedy_ties_and_nan), T(penalties), T(top_k_matches_sort),
+          T(temperature_softmax), T(top_p_matches_reference), T(min_p), T(draw_follows_distribution),
+          T(chain_greedy_and_penalty_order), T(chain_top_k_before_softmax),
+          T(chain_seed_reproducible), T(chain_bad_params))
