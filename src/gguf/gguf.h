@@ -30,6 +30,11 @@ enum gguf_vtype {
     GGUF_T_COUNT
 };
 const char *gguf_vtype_name(enum gguf_vtype t);
+/* Bytes of one element of a fixed-size type; 0 for STRING and ARRAY. */
+size_t gguf_vtype_size(enum gguf_vtype t);
+/* Offset of the first byte that breaks UTF-8 (bad, overlong or surrogate sequence, or a NUL
+ * byte) in s[0..n), or -1 if all of it is valid. Key and tensor names must pass this. */
+long long gguf_utf8_invalid_at(const void *s, uint64_t n);
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32
