@@ -37,31 +37,33 @@
  *   SWIGLU     out = silu(a) ⊙ b, silu(x) = x / (1 + e^-x).
  *   SILU       out = silu(a).
  *   SIGMOID_MUL out = a ⊙ sigmoid(b) (same shape; qwen35's attention output gate).
- *   VIEW       strided gather into a contiguous out of shape ne[0..2]:
- *              out[i2][i1][i0] = a[p.i[0] + i0 + i1·p.i[1] + i2·p.i[2]] (element offsets).
- *              Used to split fused projections (q|k|v, query|gate) and to pick the last row.
+ *   VIEW       strided gather into a contiguous out (shape ne as given, only the element count
+ *              matters): out[i0 + n0·(i1 + n1·i2)] = a[off + i0 + i1·s1 + i2·s2] with
+ *              p.i = {off, n0, n1, s1, s2} (elements). Splits fused projections (q|k|v,
+ *              query|gate per head) and picks the last row before the output head.
  *   ROPE       rotary embedding per head, in place semantics on a copy: a = [n_tok][n_head·hd],
  *              p.i[0] = head dim hd, p.i[1] = n_rot (dims rotated, first n_rot of each head,
  *              the rest copied), p.i[2] = mode (ROPE_NORM: pairs (2i, 2i+1); ROPE_NEOX:
  *              pairs (i, i + n_rot/2)), p.f[0] = freq base. Token t has position pos0 + t;
  *              pair i turns by angle pos · base^(-2i/n_rot).
- *   KV_STORE   copies a [n_tok][n_kv·hd] into rows pos0.. pos0+n_tok-1 of the cache b
- *              (STATE [n_ctx][n_kv·hd], F32 or F16). out = a (pass-through, so the attention
- *              node depends on the store).
+ *   KV_STORE   copies a [n_tok][n_kv·hd] into rows pos0 .. pos0+n_tok-1 of the cache b (STATE
+ *              [n_ctx][n_kv·hd], F32 or F16). A side effect only: out is empty (ne = 0).
  *   ATTN       causal multi-head attention over the cache. a = q [n_tok][n_head·hd] (already
- *              roped), b = K cache STATE, c = V cache STATE, d = the V KV_STORE node (ordering
- *              only). p.i[0] = n_head, p.i[1] = n_head_kv, p.i[2] = hd, p.f[0] = KQ scale.
+ *              roped), b = the K KV_STORE node, c = the V KV_STORE node (the caches are their
+ *              in[1]). p.i[0] = n_head, p.i[1] = n_head_kv, p.i[2] = hd, p.f[0] = KQ scale.
  *              Query t (position pos0+t) attends to cache rows 0..pos0+t; query head h reads KV
- *              head h / (n_head / n_head_kv). out = [n_tok][n_head·hd].
+ *              head h / (n_head / n_head_kv). softmax(scale·q·k) over the rows, then Σ p·v.
+ *              With an F16 cache, q and the probabilities are rounded to F16 before their
+ *              products (as ggml's F16 matmul does). out = [n_tok][n_head·hd].
  *   CONV1D     causal depthwise conv over time with a rolling state: a = x [n_tok][C],
  *              b = WEIGHT F32 [C][K] (ne[0] = K, index 0 = oldest tap), c = STATE F32
  *              [K-1][C] (the last K-1 inputs, oldest first; zero for a fresh session).
  *              out[t][ch] = Σ_j w[ch][j]·x̃[t+j][ch] where x̃ = state rows then x. The state is
  *              updated to the last K-1 rows of x̃. p.i[0] = K.
  *   DELTANET   gated delta rule over the batch, per V head: a = q, b = k (L2-normed,
- *              [n_tok][n_kh·dk]), c = v [n_tok][n_vh·dv], d = gb [n_tok][2·n_vh] (for each
- *              token: g of every V head, then β of every V head: g = softplus(α + dt_bias)·A,
- *              β = sigmoid(β_raw), see GATES), state = p.state (STATE F32 [n_vh][dv][dk]).
+ *              [n_tok][n_kh·dk]), c = v [n_tok][n_vh·dv], d = gates [n_tok][2·n_vh] (per
+ *              token: g of every V head, then β of every V head; see GATES); the state is
+ *              node->state (a STATE leaf, F32 [n_vh][dv][dk], M[i][j] = row i of M).
  *              V head h uses K head h % n_kh. Per token: M ← M·e^g; δ = β(v − M k);
  *              M ← M + δ kᵀ; o = M q / sqrt(dk). p.i[0] = n_kh, p.i[1] = n_vh, p.i[2] = dk,
  *              p.i[3] = dv. out = [n_tok][n_vh·dv].
