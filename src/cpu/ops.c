@@ -1,0 +1,495 @@
+/* ops: CPU kernels. Each op splits its rows over the pool (small ops run on the caller).
+ * Float details follow ggml's CPU ops where they affect the last bits (sums of squares in
+ * double, 1/sqrt in float, rope angles by repeated multiplication), since the golden logits
+ * were made by it. */
+#include "cpu/ops.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "core/pool.h"
+#include "quant/quant.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+typedef void (*rows_fn)(const struct op_args *a, long r0, long r1, int ith);
+struct rows_job {
+    const struct op_args *a;
+    rows_fn fn;
+    long n;
+};
+
+static void rows_worker(void *arg, int ith, int nth)
+{
+    const struct rows_job *j = arg;
+    long b, e;
+    pool_range(j->n, ith, nth, &b, &e);
+    if (b < e)
+        j->fn(j->a, b, e, ith);
+}
+
+/* Runs fn over rows [0, n); on the caller alone when the work (n × cost) is small. */
+static void run_rows(const struct op_args *a, long n, long cost, rows_fn fn)
+{
+    struct rows_job j = {a, fn, n};
+    bool par = a->ctx->pool && a->ctx->nth > 1 && n > 1 && n * cost >= 16384;
+    pool_run(par ? a->ctx->pool : NULL, rows_worker, &j);
+}
+
+static float f16_table[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+static void f16_init(void)
+{
+    for (int i = 0; i < 65536; i++)
+        f16_table[i] = fp16_to_f32((uint16_t)i);
+}
+static inline float h2f(uint16_t h) { return f16_table[h]; }
+static inline float round_f16(float x) { return h2f(f32_to_fp16(x)); }
+
+static float dot_f32(const float *x, const float *y, long n)
+{
+    float acc[8] = {0};
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            acc[k] += x[i + k] * y[i + k];
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++)
+        s += x[i] * y[i];
+    return s;
+}
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+static long n_elems(const struct graph_node *n) { return (long)(n->ne[0] * n->ne[1] * n->ne[2] * n->ne[3]); }
+
+/* ---------------------------------------------------------------- embedding, norms */
+
+static void get_rows_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    const struct graph_node *w = a->src[0];
+    size_t rb = qtype_row_bytes(w->type, w->ne[0]);
+    float *out = a->out, s = a->node->p.f[0];
+    for (long t = r0; t < r1; t++) {
+        int32_t id = a->ctx->tokens[t];
+        float *y = out + t * w->ne[0];
+        dequant_row(w->type, (const uint8_t *)a->in[0] + (size_t)id * rb, y, w->ne[0], NULL);
+        if (s != 1.0f)
+            for (long i = 0; i < w->ne[0]; i++)
+                y[i] *= s;
+    }
+}
+
+static void rms_norm_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    long gsz = a->node->p.i[0];
+    float eps = a->node->p.f[0];
+    const float *x = a->in[0], *w = a->in[1];
+    float *y = a->out;
+    for (long r = r0; r < r1; r++) {
+        const float *xr = x + r * gsz;
+        float *yr = y + r * gsz;
+        double sum = 0;
+        for (long i = 0; i < gsz; i++)
+            sum += (double)(xr[i] * xr[i]);
+        float mean = (float)(sum / gsz);
+        float scale = 1.0f / sqrtf(mean + eps);
+        for (long i = 0; i < gsz; i++)
+            yr[i] = (xr[i] * scale) * w[i];
+    }
+}
+
+static void l2_norm_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    long gsz = a->node->p.i[0];
+    float eps = a->node->p.f[0];
+    const float *x = a->in[0];
+    float *y = a->out;
+    for (long r = r0; r < r1; r++) {
+        const float *xr = x + r * gsz;
+        double sum = 0;
+        for (long i = 0; i < gsz; i++)
+            sum += (double)(xr[i] * xr[i]);
+        float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+        for (long i = 0; i < gsz; i++)
+            y[r * gsz + i] = xr[i] * scale;
+    }
+}
+
+static void rms_norm_gate_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    long gsz = a->node->p.i[0];
+    float eps = a->node->p.f[0];
+    const float *x = a->in[0], *w = a->in[1], *z = a->in[2];
+    float *y = a->out;
+    for (long r = r0; r < r1; r++) {
+        const float *xr = x + r * gsz, *zr = z + r * gsz;
+        double sum = 0;
+        for (long i = 0; i < gsz; i++)
+            sum += (double)(xr[i] * xr[i]);
+        float scale = 1.0f / sqrtf((float)(sum / gsz) + eps);
+        for (long i = 0; i < gsz; i++)
+            y[r * gsz + i] = ((xr[i] * scale) * w[i]) * silu(zr[i]);
+    }
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+static void matmul_f32_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    const struct graph_node *w = a->src[1];
+    long k = w->ne[0], rows = w->ne[1], T = a->node->ne[1];
+    const float *W = a->in[1], *X = a->in[0];
+    float *Y = a->out;
+    for (long i = r0; i < r1; i++)
+        for (long t = 0; t < T; t++)
+            Y[t * rows + i] = dot_f32(W + i * k, X + t * k, k);
+}
+
+static void bias_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    long rows = a->node->ne[0];
+    const float *b = a->in[2];
+    float *Y = a->out;
+    for (long t = r0; t < r1; t++)
+        for (long i = 0; i < rows; i++)
+            Y[t * rows + i] += b[i];
+}
+
+static void op_matmul(const struct op_args *a)
+{
+    const struct graph_node *w = a->src[1];
+    long T = a->node->ne[1];
+    if (w->type == 0)
+        run_rows(a, w->ne[1], w->ne[0] * T, matmul_f32_rows);
+    else
+        quant_matmul(a->ctx->pool, w->type, a->in[1], w->ne[1], w->ne[0], a->in[0], T, a->out,
+                     a->ctx->mm_scratch);
+    if (a->in[2])
+        run_rows(a, T, a->node->ne[0], bias_rows);
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+static void eltwise_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    const float *x = a->in[0], *y = a->in[1];
+    float *o = a->out, s = a->node->p.f[0];
+    switch (a->node->op) {
+    case GOP_ADD:
+        for (long i = r0; i < r1; i++)
+            o[i] = x[i] + y[i] * s;
+        break;
+    case GOP_MUL:
+        for (long i = r0; i < r1; i++)
+            o[i] = x[i] * y[i];
+        break;
+    case GOP_SCALE:
+        for (long i = r0; i < r1; i++)
+            o[i] = x[i] * s;
+        break;
+    case GOP_SWIGLU:
+        for (long i = r0; i < r1; i++)
+            o[i] = silu(x[i]) * y[i];
+        break;
+    case GOP_SILU:
+        for (long i = r0; i < r1; i++)
+            o[i] = silu(x[i]);
+        break;
+    case GOP_SIGMOID_MUL:
+        for (long i = r0; i < r1; i++)
+            o[i] = x[i] * sigmoid(y[i]);
+        break;
+    default:
+        break;
+    }
+}
+
+static void view_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    const int32_t *p = a->node->p.i;
+    long off = p[0], n0 = p[1], n1 = p[2], s1 = p[3], s2 = p[4];
+    const float *x = a->in[0];
+    float *o = a->out;
+    for (long r = r0; r < r1; r++) { /* r = i1 + n1 * i2 */
+        long i1 = r % n1, i2 = r / n1;
+        memcpy(o + r * n0, x + off + i1 * s1 + i2 * s2, (size_t)n0 * sizeof(float));
+    }
+}
+
+/* ---------------------------------------------------------------- rope */
+
+static void rope_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    const struct graph_node *n = a->node;
+    long hd = n->p.i[0], n_rot = n->p.i[1], mode = n->p.i[2], ne0 = n->ne[0], nh = ne0 / hd;
+    float base = n->p.f[0];
+    float *cs = a->ctx->thr_scratch + (size_t)ith * a->ctx->thr_stride; /* [n_rot/2][cos,sin] */
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const float *x = a->in[0];
+    float *y = a->out;
+    long half = n_rot / 2;
+    for (long t = r0; t < r1; t++) {
+        float theta = (float)(a->ctx->pos0 + t);
+        for (long i = 0; i < half; i++) {
+            cs[2 * i] = cosf(theta);
+            cs[2 * i + 1] = sinf(theta);
+            theta *= theta_scale;
+        }
+        for (long h = 0; h < nh; h++) {
+            const float *xr = x + t * ne0 + h * hd;
+            float *yr = y + t * ne0 + h * hd;
+            for (long i = 0; i < half; i++) {
+                long i0 = mode == ROPE_NEOX ? i : 2 * i, i1 = mode == ROPE_NEOX ? i + half : 2 * i + 1;
+                float c = cs[2 * i], s = cs[2 * i + 1], x0 = xr[i0], x1 = xr[i1];
+                yr[i0] = x0 * c - x1 * s;
+                yr[i1] = x0 * s + x1 * c;
+            }
+            for (long i = n_rot; i < hd; i++)
+                yr[i] = xr[i];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- KV cache and attention */
+
+static void kv_store_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    const struct graph_node *cache = a->src[1];
+    long w = cache->ne[0];
+    const float *x = a->in[0];
+    for (long t = r0; t < r1; t++) {
+        long row = a->ctx->pos0 + t;
+        if (cache->type == 0) {
+            memcpy((float *)a->in[1] + row * w, x + t * w, (size_t)w * sizeof(float));
+        } else {
+            uint16_t *d = (uint16_t *)a->in[1] + row * w;
+            for (long i = 0; i < w; i++)
+                d[i] = f32_to_fp16(x[t * w + i]);
+        }
+    }
+}
+
+static void attn_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    const struct graph_node *n = a->node;
+    long nh = n->p.i[0], nkv = n->p.i[1], hd = n->p.i[2], kvw = nkv * hd, grp = nh / nkv;
+    float scale = n->p.f[0];
+    bool f16 = a->kv_type != 0;
+    float *sc = a->ctx->thr_scratch + (size_t)ith * a->ctx->thr_stride;
+    const float *Q = a->in[0];
+    float *O = a->out;
+    for (long r = r0; r < r1; r++) {
+        long t = r / nh, h = r % nh, kvh = h / grp, npos = a->ctx->pos0 + t + 1;
+        float *qv = sc + npos, *o = O + t * nh * hd + h * hd; /* qv: [hd] after the scores */
+        const float *q = Q + t * nh * hd + h * hd;
+        float mx = -INFINITY;
+        if (!f16) {
+            const float *K = (const float *)a->kcache + kvh * hd;
+            for (long j = 0; j < npos; j++) {
+                sc[j] = dot_f32(q, K + j * kvw, hd) * scale;
+                mx = fmaxf(mx, sc[j]);
+            }
+        } else {
+            const uint16_t *K = (const uint16_t *)a->kcache + kvh * hd;
+            for (long d = 0; d < hd; d++)
+                qv[d] = round_f16(q[d]);
+            for (long j = 0; j < npos; j++) {
+                const uint16_t *kr = K + j * kvw;
+                float s = 0;
+                for (long d = 0; d < hd; d++)
+                    s += qv[d] * h2f(kr[d]);
+                sc[j] = s * scale;
+                mx = fmaxf(mx, sc[j]);
+            }
+        }
+        double sum = 0;
+        for (long j = 0; j < npos; j++) {
+            float e = expf(sc[j] - mx);
+            sc[j] = e;
+            sum += e;
+        }
+        float inv = (float)(1.0 / sum);
+        memset(o, 0, (size_t)hd * sizeof(float));
+        if (!f16) {
+            const float *V = (const float *)a->vcache + kvh * hd;
+            for (long j = 0; j < npos; j++) {
+                float p = sc[j] * inv;
+                const float *vr = V + j * kvw;
+                for (long d = 0; d < hd; d++)
+                    o[d] += p * vr[d];
+            }
+        } else {
+            const uint16_t *V = (const uint16_t *)a->vcache + kvh * hd;
+            for (long j = 0; j < npos; j++) {
+                float p = round_f16(sc[j] * inv);
+                const uint16_t *vr = V + j * kvw;
+                for (long d = 0; d < hd; d++)
+                    o[d] += p * h2f(vr[d]);
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- gated DeltaNet */
+
+static void conv1d_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    long C = a->node->ne[0], T = a->node->ne[1], K = a->node->p.i[0], S = K - 1;
+    const float *x = a->in[0], *w = a->in[1];
+    float *st = a->in[2], *o = a->out;
+    for (long ch = r0; ch < r1; ch++) {
+        const float *wc = w + ch * K;
+        /* x̃ = state rows (S) then x rows (T) */
+#define XT(idx) ((idx) < S ? st[(idx) * C + ch] : x[((idx) - S) * C + ch])
+        for (long t = 0; t < T; t++) {
+            float sum = 0;
+            for (long j = 0; j < K; j++)
+                sum += XT(t + j) * wc[j];
+            o[t * C + ch] = sum;
+        }
+        for (long r = 0; r < S; r++) /* reads rows >= r only: safe in place */
+            st[r * C + ch] = XT(T + r);
+#undef XT
+    }
+}
+
+static void gates_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    long H = a->src[0]->ne[0];
+    const float *al = a->in[0], *be = a->in[1], *dt = a->in[2], *A = a->in[3];
+    float *o = a->out;
+    for (long t = r0; t < r1; t++)
+        for (long h = 0; h < H; h++) {
+            o[t * 2 * H + h] = softplus(al[t * H + h] + dt[h]) * A[h];
+            o[t * 2 * H + H + h] = sigmoid(be[t * H + h]);
+        }
+}
+
+/* One V head over the whole batch: M (dv × dk) ← M·e^g; δ = β(v − M k); M += δ kᵀ; o = M q/√dk. */
+static void deltanet_rows(const struct op_args *a, long r0, long r1, int ith)
+{
+    (void)ith;
+    const int32_t *p = a->node->p.i;
+    long nkh = p[0], nvh = p[1], dk = p[2], dv = p[3], T = a->node->ne[1];
+    const float *Q = a->in[0], *Kx = a->in[1], *V = a->in[2], *G = a->in[3];
+    float *O = a->out, qs = 1.0f / sqrtf((float)dk);
+    for (long h = r0; h < r1; h++) {
+        float *M = (float *)a->state + h * dv * dk;
+        long kh = h % nkh;
+        for (long t = 0; t < T; t++) {
+            const float *q = Q + t * nkh * dk + kh * dk, *k = Kx + t * nkh * dk + kh * dk;
+            const float *v = V + t * nvh * dv + h * dv;
+            float eg = expf(G[t * 2 * nvh + h]), beta = G[t * 2 * nvh + nvh + h];
+            float *o = O + t * nvh * dv + h * dv;
+            for (long i = 0; i < dv; i++) {
+                float *m = M + i * dk;
+                float mk = 0;
+                for (long j = 0; j < dk; j++) {
+                    m[j] *= eg;
+                    mk += m[j] * k[j];
+                }
+                float delta = beta * (v[i] - mk);
+                float mq = 0;
+                for (long j = 0; j < dk; j++) {
+                    m[j] += delta * k[j];
+                    mq += m[j] * q[j];
+                }
+                o[i] = mq * qs;
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+static brasa_status check_positions(const struct op_args *a, long n_ctx, struct brasa_err *err)
+{
+    if (a->ctx->pos0 < 0 || a->ctx->pos0 + a->node->ne[1] > n_ctx)
+        return brasa_fail(err, BRASA_EINVAL, "positions %d..%lld exceed the context of %ld",
+                          a->ctx->pos0, (long long)(a->ctx->pos0 + a->node->ne[1] - 1), n_ctx);
+    return BRASA_OK;
+}
+
+brasa_status cpu_op(const struct op_args *a, struct brasa_err *err)
+{
+    const struct graph_node *n = a->node;
+    pthread_once(&f16_once, f16_init);
+    long rows = n->ne[1] * n->ne[2] * n->ne[3];
+    switch (n->op) {
+    case GOP_GET_ROWS:
+        run_rows(a, n->ne[1], n->ne[0], get_rows_rows);
+        break;
+    case GOP_RMS_NORM:
+        run_rows(a, n_elems(n) / n->p.i[0], n->p.i[0], rms_norm_rows);
+        break;
+    case GOP_L2_NORM:
+        run_rows(a, n_elems(n) / n->p.i[0], n->p.i[0], l2_norm_rows);
+        break;
+    case GOP_RMS_NORM_GATE:
+        run_rows(a, n_elems(n) / n->p.i[0], n->p.i[0] * 4, rms_norm_gate_rows);
+        break;
+    case GOP_MATMUL:
+        op_matmul(a);
+        break;
+    case GOP_ADD:
+    case GOP_MUL:
+    case GOP_SCALE:
+    case GOP_SWIGLU:
+    case GOP_SILU:
+    case GOP_SIGMOID_MUL:
+        run_rows(a, n_elems(n), 4, eltwise_rows);
+        break;
+    case GOP_VIEW:
+        run_rows(a, n_elems(n) / n->p.i[1], n->p.i[1], view_rows);
+        break;
+    case GOP_ROPE:
+        run_rows(a, rows, n->ne[0] * 4, rope_rows);
+        break;
+    case GOP_KV_STORE: {
+        struct graph_node tmp = *n; /* positions are those of the stored rows */
+        tmp.ne[1] = a->src[0]->ne[1];
+        struct op_args b = *a;
+        b.node = &tmp;
+        brasa_status st = check_positions(&b, a->src[1]->ne[1], err);
+        if (st != BRASA_OK)
+            return st;
+        run_rows(&b, tmp.ne[1], a->src[0]->ne[0], kv_store_rows);
+        break;
+    }
+    case GOP_ATTN: {
+        brasa_status st = check_positions(a, a->src[1] ? (long)1 << 30 : 0, err);
+        if (st != BRASA_OK)
+            return st;
+        long span = (a->ctx->pos0 + n->ne[1]) * n->p.i[2];
+        run_rows(a, n->ne[1] * n->p.i[0], span, attn_rows);
+        break;
+    }
+    case GOP_CONV1D:
+        run_rows(a, n->ne[0], n->ne[1] * n->p.i[0], conv1d_rows);
+        break;
+    case GOP_GATES:
+        run_rows(a, n->ne[1], n->ne[0] * 8, gates_rows);
+        break;
+    case GOP_DELTANET:
+        run_rows(a, n->p.i[1], n->ne[1] * n->p.i[2] * n->p.i[3] * 4, deltanet_rows);
+        break;
+    default:
+        return brasa_fail(err, BRASA_EUNSUPPORTED, "op %s has no CPU kernel", graph_op_name(n->op));
+    }
+    return BRASA_OK;
+}

@@ -1,0 +1,35 @@
+/* ops: the CPU kernels of the graph ops (semantics in graph/graph.h). */
+#ifndef BRASA_CPU_OPS_H
+#define BRASA_CPU_OPS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/status.h"
+#include "graph/graph.h"
+
+struct pool;
+
+/* Per-run values shared by every op. */
+struct op_ctx {
+    struct pool *pool;
+    int nth;
+    int pos0;
+    const int32_t *tokens;
+    void *mm_scratch;     /* quant_matmul_scratch_bytes of the largest matmul */
+    float *thr_scratch;   /* nth × thr_stride floats */
+    size_t thr_stride;
+};
+
+struct op_args {
+    struct op_ctx *ctx;
+    const struct graph_node *node;
+    void *out;
+    const struct graph_node *src[GRAPH_MAX_IN];
+    void *in[GRAPH_MAX_IN];
+    void *state;                 /* DELTANET */
+    void *kcache, *vcache;       /* ATTN */
+    uint32_t kv_type;
+};
+
+brasa_status cpu_op(const struct op_args *a, struct brasa_err *err);
+
+#endif
