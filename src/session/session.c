@@ -1,72 +1,358 @@
-/* session: model loading, KV cache and recurrent state, prefill/decode, generation.
- * (Stubs for now: every call reports that the engine is not built yet.) */
+/* session: the engine API of include/brasa.h (except sampling): model loading, sessions with
+ * their KV cache and recurrent state, batched prompt processing and token-by-token decode,
+ * and the generation loop. */
 #include "brasa.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "core/platform.h"
+#include "core/pool.h"
+#include "cpu/cpu.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "quant/quant.h"
+#include "tok/tok.h"
+
+#define DEFAULT_CTX_CAP 4096
+#define DEFAULT_BATCH 512
+
+struct brasa_model {
+    struct gguf_file *f;
+    struct mdl m;
+    struct tokenizer *tok;
+    struct pool *pool;
+    char *name;
+};
+
+struct brasa_session {
+    struct brasa_model *model;
+    int n_ctx, n_batch, pos;
+    struct mdl_cache cache;
+    void *kv_mem;             /* every attention layer's K and V: (n_ctx, n_kv*hd) each */
+    float *rec_mem;           /* conv and DeltaNet states of the recurrent layers */
+    size_t kv_bytes, rec_bytes;
+    struct cpu *cpu;
+    struct graph g_dec;       /* one token (decode) */
+    struct graph g_pp;        /* the last prompt batch shape built */
+    bool pp_all;
+    float *logits;            /* [n_vocab] of the last position */
+};
+
+/* ---------------------------------------------------------------- model */
+
+static void model_free(struct brasa_model *m)
+{
+    if (!m)
+        return;
+    tok_free(m->tok);
+    mdl_free(&m->m);
+    if (m->f)
+        gguf_close(m->f);
+    pool_free(m->pool);
+    free(m->name);
+    free(m);
+}
 
 brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *opts,
                               struct brasa_model **out, struct brasa_err *err)
 {
-    (void)opts;
+    struct brasa_model_opts def = {0};
+    if (!opts)
+        opts = &def;
     *out = NULL;
-    return brasa_fail(err, BRASA_EUNSUPPORTED, "%s: model loading is not implemented yet", path);
+    if (opts->backend == BRASA_BACKEND_CUDA)
+        return brasa_fail(err, BRASA_EUNSUPPORTED, "the CUDA backend is not available in this build");
+    if (opts->n_threads < 0 || opts->n_threads > 1024)
+        return brasa_fail(err, BRASA_EINVAL, "thread count %d is outside 0..1024", opts->n_threads);
+    if (opts->progress)
+        opts->progress(opts->progress_ud, 0.0f);
+    struct brasa_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    brasa_status st = gguf_open(&m->f, path, err);
+    if (st != BRASA_OK) {
+        model_free(m);
+        return st;
+    }
+    if ((st = mdl_load(&m->m, m->f, err)) != BRASA_OK ||
+        (st = tok_load(&m->tok, m->f, TOK_LOAD_FALLBACK_PRE, err)) != BRASA_OK) {
+        model_free(m);
+        return brasa_wrap(err, st, "%s", path);
+    }
+    if (tok_n_vocab(m->tok) > m->m.hp.n_vocab) {
+        st = brasa_fail(err, BRASA_EFORMAT, "%s: the vocabulary has %d tokens but the embedding "
+                        "table only %d rows", path, tok_n_vocab(m->tok), m->m.hp.n_vocab);
+        model_free(m);
+        return st;
+    }
+    if (gguf_get_str(m->f, "general.name", &m->name, NULL) != BRASA_OK) {
+        const char *slash = strrchr(path, '/');
+        m->name = strdup(slash ? slash + 1 : path);
+    }
+    int nth = opts->n_threads > 0 ? opts->n_threads : plat_ncpu();
+    if (!m->name || (st = pool_new(&m->pool, nth, err)) != BRASA_OK) {
+        if (!m->name)
+            st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
+        model_free(m);
+        return st;
+    }
+    if (opts->verbose)
+        fprintf(stderr, "brasa: %s: %s, %d layers, %d threads\n", path, m->m.arch->name,
+                m->m.hp.n_layer, nth);
+    if (opts->progress)
+        opts->progress(opts->progress_ud, 1.0f);
+    *out = m;
+    return BRASA_OK;
 }
 
-void brasa_model_free(struct brasa_model *m) { (void)m; }
+void brasa_model_free(struct brasa_model *m) { model_free(m); }
 
 void brasa_model_get_info(const struct brasa_model *m, struct brasa_model_info *info)
 {
-    (void)m;
-    *info = (struct brasa_model_info){.arch = "", .name = "", .backend = "cpu"};
+    const struct mdl_hparams *hp = &m->m.hp;
+    *info = (struct brasa_model_info){
+        .arch = m->m.arch->name,
+        .name = m->name,
+        .backend = "cpu",
+        .n_vocab = hp->n_vocab,
+        .n_ctx_train = hp->n_ctx_train,
+        .n_layer = hp->n_layer,
+        .n_embd = hp->n_embd,
+        .n_head = hp->n_head,
+        .n_head_kv = hp->n_head_kv,
+        .n_params = m->m.n_params,
+        .file_bytes = m->f->size,
+        .weight_bytes_per_token = m->m.weight_bytes_per_token,
+    };
 }
 
-const struct tokenizer *brasa_model_tokenizer(const struct brasa_model *m)
+const struct tokenizer *brasa_model_tokenizer(const struct brasa_model *m) { return m->tok; }
+
+/* ---------------------------------------------------------------- session */
+
+/* Carves the KV cache and recurrent states out of two allocations. */
+static brasa_status alloc_state(struct brasa_session *s, struct brasa_err *err)
 {
-    (void)m;
-    return NULL;
+    const struct mdl *m = &s->model->m;
+    const struct mdl_hparams *hp = &m->hp;
+    int L = hp->n_layer;
+    size_t esz = s->cache.kv_type == GGML_TYPE_F16 ? 2 : 4;
+    size_t kv_row = (size_t)hp->n_head_kv * (size_t)hp->head_dim * esz;
+    size_t kv_layer = kv_row * (size_t)s->n_ctx;
+    size_t conv_n = 0, ssm_n = 0;
+    if (hp->ssm_n_vh) {
+        conv_n = (size_t)(hp->conv_k - 1) *
+                 (size_t)(2 * hp->ssm_n_kh * hp->ssm_dk + hp->ssm_n_vh * hp->ssm_dv);
+        ssm_n = (size_t)hp->ssm_n_vh * hp->ssm_dv * hp->ssm_dk;
+    }
+    int n_attn = 0, n_rec = 0;
+    for (int il = 0; il < L; il++)
+        m->layers[il].recurrent ? n_rec++ : n_attn++;
+    if (kv_layer / (size_t)s->n_ctx != kv_row || kv_layer > ((size_t)1 << 40) / 2 / (size_t)L)
+        return brasa_fail(err, BRASA_ENOMEM, "a KV cache of %d positions is too large", s->n_ctx);
+    s->kv_bytes = 2 * kv_layer * (size_t)n_attn;
+    s->rec_bytes = (conv_n + ssm_n) * sizeof(float) * (size_t)n_rec;
+    s->cache.k = calloc((size_t)L, sizeof(void *));
+    s->cache.v = calloc((size_t)L, sizeof(void *));
+    s->cache.conv = calloc((size_t)L, sizeof(float *));
+    s->cache.ssm = calloc((size_t)L, sizeof(float *));
+    s->kv_mem = s->kv_bytes ? malloc(s->kv_bytes) : NULL;
+    s->rec_mem = s->rec_bytes ? calloc(1, s->rec_bytes) : NULL;
+    if (!s->cache.k || !s->cache.v || !s->cache.conv || !s->cache.ssm ||
+        (s->kv_bytes && !s->kv_mem) || (s->rec_bytes && !s->rec_mem))
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory for a %zu MiB KV cache",
+                          s->kv_bytes >> 20);
+    uint8_t *kv = s->kv_mem;
+    float *rec = s->rec_mem;
+    for (int il = 0; il < L; il++) {
+        if (m->layers[il].recurrent) {
+            s->cache.conv[il] = rec;
+            s->cache.ssm[il] = rec + conv_n;
+            rec += conv_n + ssm_n;
+        } else {
+            s->cache.k[il] = kv;
+            s->cache.v[il] = kv + kv_layer;
+            kv += 2 * kv_layer;
+        }
+    }
+    return BRASA_OK;
 }
 
 brasa_status brasa_session_new(struct brasa_model *m, const struct brasa_session_opts *opts,
                                struct brasa_session **out, struct brasa_err *err)
 {
-    (void)m;
-    (void)opts;
+    struct brasa_session_opts def = {0};
+    if (!opts)
+        opts = &def;
     *out = NULL;
-    return brasa_fail(err, BRASA_EUNSUPPORTED, "sessions are not implemented yet");
+    int n_ctx = opts->n_ctx;
+    if (n_ctx == 0)
+        n_ctx = m->m.hp.n_ctx_train < DEFAULT_CTX_CAP ? m->m.hp.n_ctx_train : DEFAULT_CTX_CAP;
+    if (n_ctx < 1 || n_ctx > (1 << 20))
+        return brasa_fail(err, BRASA_EINVAL, "context length %d is outside 1..1048576", n_ctx);
+    if (opts->n_batch < 0 || opts->kv_type > BRASA_KV_F32)
+        return brasa_fail(err, BRASA_EINVAL, "bad batch size %d or KV type", opts->n_batch);
+    struct brasa_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    s->model = m;
+    s->n_ctx = n_ctx;
+    s->n_batch = opts->n_batch ? opts->n_batch : DEFAULT_BATCH;
+    s->cache.n_ctx = n_ctx;
+    s->cache.kv_type = opts->kv_type == BRASA_KV_F32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
+    brasa_status st;
+    s->logits = calloc((size_t)m->m.hp.n_vocab, sizeof(float));
+    if (!s->logits)
+        st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    else if ((st = alloc_state(s, err)) == BRASA_OK &&
+             (st = cpu_new(&s->cpu, m->pool, err)) == BRASA_OK &&
+             (st = mdl_build(&m->m, &s->cache, 1, true, &s->g_dec, err)) == BRASA_OK)
+        st = cpu_prepare(s->cpu, &s->g_dec, n_ctx, err);
+    if (st != BRASA_OK) {
+        brasa_session_free(s);
+        return st;
+    }
+    *out = s;
+    return BRASA_OK;
 }
 
-void brasa_session_free(struct brasa_session *s) { (void)s; }
-void brasa_session_reset(struct brasa_session *s) { (void)s; }
-int brasa_session_pos(const struct brasa_session *s) { (void)s; return 0; }
-int brasa_session_n_ctx(const struct brasa_session *s) { (void)s; return 0; }
+void brasa_session_free(struct brasa_session *s)
+{
+    if (!s)
+        return;
+    cpu_free(s->cpu);
+    graph_free(&s->g_dec);
+    graph_free(&s->g_pp);
+    free(s->cache.k);
+    free(s->cache.v);
+    free(s->cache.conv);
+    free(s->cache.ssm);
+    free(s->kv_mem);
+    free(s->rec_mem);
+    free(s->logits);
+    free(s);
+}
+
+void brasa_session_reset(struct brasa_session *s)
+{
+    s->pos = 0;
+    if (s->rec_mem) /* the KV cache needs no clearing: rows past pos are never read */
+        memset(s->rec_mem, 0, s->rec_bytes);
+}
+
+int brasa_session_pos(const struct brasa_session *s) { return s->pos; }
+int brasa_session_n_ctx(const struct brasa_session *s) { return s->n_ctx; }
+const float *brasa_session_logits(const struct brasa_session *s) { return s->logits; }
+
+uint64_t brasa_session_bytes(const struct brasa_session *s)
+{
+    return s->kv_bytes + s->rec_bytes + cpu_bytes(s->cpu) +
+           (uint64_t)s->model->m.hp.n_vocab * sizeof(float);
+}
+
+/* The graph for a batch of n tokens (the decode graph for one). */
+static brasa_status batch_graph(struct brasa_session *s, int n, bool all, struct graph **g,
+                                struct brasa_err *err)
+{
+    if (n == 1) {
+        *g = &s->g_dec;
+        return BRASA_OK;
+    }
+    if (s->g_pp.nodes == NULL || s->g_pp.n_tok != n || s->pp_all != all) {
+        graph_free(&s->g_pp);
+        brasa_status st = mdl_build(&s->model->m, &s->cache, n, all, &s->g_pp, err);
+        if (st == BRASA_OK)
+            st = cpu_prepare(s->cpu, &s->g_pp, s->n_ctx, err);
+        if (st != BRASA_OK) {
+            graph_free(&s->g_pp);
+            return st;
+        }
+        s->pp_all = all;
+    }
+    *g = &s->g_pp;
+    return BRASA_OK;
+}
 
 brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int n,
                                 float *logits_all, struct brasa_err *err)
 {
-    (void)s, (void)ids, (void)n, (void)logits_all;
-    return brasa_fail(err, BRASA_EUNSUPPORTED, "evaluation is not implemented yet");
+    int n_vocab = s->model->m.hp.n_vocab;
+    if (n < 1)
+        return brasa_fail(err, BRASA_EINVAL, "nothing to evaluate (%d tokens)", n);
+    if (n > s->n_ctx - s->pos)
+        return brasa_fail(err, BRASA_EINVAL,
+                          "%d tokens at position %d do not fit the context of %d (use a larger "
+                          "-c or reset the session)", n, s->pos, s->n_ctx);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= n_vocab)
+            return brasa_fail(err, BRASA_EINVAL, "token id %d is outside the vocabulary (0..%d)",
+                              ids[i], n_vocab - 1);
+    for (int done = 0; done < n;) {
+        int nb = n - done < s->n_batch ? n - done : s->n_batch;
+        struct graph *g;
+        brasa_status st = batch_graph(s, nb, logits_all != NULL, &g, err);
+        if (st != BRASA_OK)
+            return st;
+        struct graph_run r = {.pos0 = s->pos, .tokens = ids + done};
+        if ((st = cpu_run(s->cpu, g, &r, err)) != BRASA_OK)
+            return st;
+        const float *out = cpu_node_data(s->cpu, g, g->out);
+        if (logits_all)
+            memcpy(logits_all + (size_t)done * n_vocab, out,
+                   (size_t)g->n_out * n_vocab * sizeof(float));
+        memcpy(s->logits, out + (size_t)(g->n_out - 1) * n_vocab, (size_t)n_vocab * sizeof(float));
+        s->pos += nb;
+        done += nb;
+    }
+    return BRASA_OK;
 }
 
-const float *brasa_session_logits(const struct brasa_session *s)
-{
-    (void)s;
-    return NULL;
-}
-
-uint64_t brasa_session_bytes(const struct brasa_session *s)
-{
-    (void)s;
-    return 0;
-}
+/* ---------------------------------------------------------------- generation */
 
 brasa_status brasa_generate(struct brasa_session *s, struct brasa_sampler *smp,
                             const int32_t *prompt, int n_prompt, int max_tokens, int flags,
                             brasa_token_cb cb, void *ud, struct brasa_gen_stats *stats,
                             struct brasa_err *err)
 {
-    (void)s, (void)smp, (void)prompt, (void)n_prompt, (void)max_tokens, (void)flags;
-    (void)cb, (void)ud;
+    struct brasa_gen_stats st0 = {.n_prompt = n_prompt};
     if (stats)
-        *stats = (struct brasa_gen_stats){0};
-    return brasa_fail(err, BRASA_EUNSUPPORTED, "generation is not implemented yet");
+        *stats = st0;
+    const struct tokenizer *tok = s->model->tok;
+    double t0 = plat_now();
+    brasa_status st = BRASA_OK;
+    if (n_prompt > 0) {
+        for (int i = 0; i < n_prompt; i++)
+            brasa_sampler_accept(smp, prompt[i]);
+        if ((st = brasa_session_eval(s, prompt, n_prompt, NULL, err)) != BRASA_OK)
+            return st;
+    } else if (s->pos == 0) {
+        return brasa_fail(err, BRASA_EINVAL, "an empty prompt needs at least one token");
+    }
+    double t1 = plat_now();
+    st0.prompt_s = t1 - t0;
+    struct tok_stream ts;
+    tok_stream_init(&ts);
+    char text[256];
+    for (int k = 0; k < max_tokens; k++) {
+        int32_t id = brasa_sampler_sample(smp, s->logits);
+        brasa_sampler_accept(smp, id);
+        if (k == 0)
+            st0.ttft_s = plat_now() - t0;
+        bool eog = tok_is_eog(tok, id) && !(flags & BRASA_GEN_IGNORE_EOS);
+        st0.n_gen++;
+        size_t len = eog ? 0 : tok_stream_push(tok, &ts, id, text, sizeof text);
+        if (cb && cb(ud, id, text, len) != 0)
+            break;
+        if (eog)
+            break;
+        /* the session keeps every generated token (a chat's next turn continues from it) */
+        if ((st = brasa_session_eval(s, &id, 1, NULL, err)) != BRASA_OK)
+            break;
+    }
+    st0.gen_s = plat_now() - t1;
+    if (stats)
+        *stats = st0;
+    return st;
 }
