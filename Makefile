@@ -6,7 +6,8 @@ BUILD   ?= build
 OPT     ?= -O2
 ARCHFLAGS ?= -march=x86-64-v2
 CFLAGS  ?=
-CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread \
+# override: flags given on the command line (test-asan, fuzz) add to these, not replace them
+override CFLAGS += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread \
            -Iinclude -Isrc -MMD -MP $(ARCHFLAGS)
 LDLIBS  += -lm -lpthread -ldl
 
@@ -16,7 +17,7 @@ CLI_SRC  := $(sort $(wildcard app/cli/*.c))
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-TEST_COMMON := $(filter-out $(TEST_SRC),$(sort $(wildcard tests/*.c)))
+TEST_COMMON := $(filter-out $(TEST_SRC) tests/fuzz_%.c,$(sort $(wildcard tests/*.c)))
 TEST_COMMON_OBJ := $(TEST_COMMON:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libbrasa.a
 
