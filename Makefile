@@ -60,6 +60,30 @@ test-asan:
 	  CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  LDLIBS="-lm -lpthread -ldl -fsanitize=address,undefined" test
 
+# The GGUF parser under libFuzzer (clang), in its own build folder. Seeds: the shared .gguf files
+# under 3 MB, and copies of them with every tensor cut to one row (small files that pass every
+# check); runs for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 60
+FUZZ_DIR := build-fuzz
+SHARED   ?= $(or $(BRASA_SHARED),../shared)
+FUZZ_OBJ  = $(filter $(BUILD)/src/core/% $(BUILD)/src/gguf/% $(BUILD)/src/quant/%,$(OBJ)) $(EMBED_OBJ)
+
+$(BUILD)/fuzz_gguf: $(BUILD)/tests/fuzz_gguf.o $(FUZZ_OBJ)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+fuzz:
+	$(MAKE) BUILD=$(FUZZ_DIR) CC=clang OPT=-O1 \
+	  CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  LDLIBS="-lm -lpthread -ldl -fsanitize=address,undefined" $(FUZZ_DIR)/fuzz_gguf
+	rm -rf $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus && mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus
+	-find $(SHARED)/fixtures $(SHARED)/models $(SHARED)/vocab -name '*.gguf' -size -3000k \
+	  -exec cp {} $(FUZZ_DIR)/seeds/ \; 2>/dev/null
+	BRASA_FUZZ_SHRINK_TO=$(FUZZ_DIR)/corpus $(FUZZ_DIR)/fuzz_gguf -runs=0 -max_len=4000000 \
+	  $(FUZZ_DIR)/seeds 2>&1 | tail -n 2
+	-cp $(FUZZ_DIR)/seeds/* $(FUZZ_DIR)/corpus/ 2>/dev/null
+	$(FUZZ_DIR)/fuzz_gguf -max_len=65536 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus
+
 clean:
 	rm -rf build build-asan build-fuzz
 
