@@ -551,6 +551,25 @@ TEST(malformed_files)
     free(L.src);
 }
 
+/* Version 2 has the same layout as version 3 (64-bit counts and lengths): it reads. */
+TEST(version2_reads)
+{
+    struct layout L;
+    if (!test_file_exists(test_shared_path(BASE_FIXTURE)))
+        SKIP("fixture absent");
+    REQUIRE(layout_init(&L));
+    struct bytes b = whole(&L);
+    set32(&b, 4, 2);
+    struct gguf_file *f;
+    struct brasa_err err;
+    CHECKF(gguf_open_mem(&f, b.p, b.n, &err) == BRASA_OK, "%s", err.msg);
+    CHECK(f->version == 2 && f->n_tensors == L.f->n_tensors && f->n_kv == L.f->n_kv);
+    gguf_close(f);
+    free(b.p);
+    gguf_close(L.f);
+    free(L.src);
+}
+
 /* gguf_open names the file in its messages. */
 TEST(malformed_file_on_disk)
 {
@@ -752,5 +771,5 @@ TEST(inspect_dump_f32)
 }
 
 TEST_MAIN(T(shared_files_parse), T(writer_roundtrip_fixtures), T(writer_api), T(typed_getters),
-          T(malformed_files), T(malformed_file_on_disk), T(random_corruption), T(inspect_cli),
+          T(malformed_files), T(version2_reads), T(malformed_file_on_disk), T(random_corruption), T(inspect_cli),
           T(inspect_dump_f32))
