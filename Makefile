@@ -68,7 +68,12 @@ FUZZ_DIR := build-fuzz
 SHARED   ?= $(or $(BRASA_SHARED),../shared)
 FUZZ_OBJ  = $(filter $(BUILD)/src/core/% $(BUILD)/src/gguf/% $(BUILD)/src/quant/%,$(OBJ)) $(EMBED_OBJ)
 
-$(BUILD)/fuzz_gguf: $(BUILD)/tests/fuzz_gguf.o $(FUZZ_OBJ)
+# an archive, so that only the objects the parser needs are linked
+$(BUILD)/libfuzzdeps.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/fuzz_gguf: $(BUILD)/tests/fuzz_gguf.o $(BUILD)/libfuzzdeps.a
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 fuzz:
