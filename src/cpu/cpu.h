@@ -4,7 +4,7 @@
  *
  * Debugging: BRASA_DUMP=name[,name...] (or "all") prints each named node's shape, first values
  * and sum to stderr after it runs; with BRASA_DUMP_DIR=dir the whole output is also written to
- * dir/<name>.f32 (raw float32). */
+ * dir/<name>.pos<pos0>.f32 (raw float32). BRASA_PRINT_GRAPH=1 prints a session's decode graph. */
 #ifndef BRASA_CPU_H
 #define BRASA_CPU_H
 #include <stdint.h>

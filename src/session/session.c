@@ -214,6 +214,8 @@ brasa_status brasa_session_new(struct brasa_model *m, const struct brasa_session
         brasa_session_free(s);
         return st;
     }
+    if (getenv("BRASA_PRINT_GRAPH")) /* the decode graph, one line per node */
+        graph_print(&s->g_dec, stderr);
     *out = s;
     return BRASA_OK;
 }
