@@ -51,6 +51,39 @@ $(BUILD)/brasa: $(CLI_OBJ) $(LIB)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_COMMON_OBJ) $(LIB) $(LDLIBS)
 
+# brasa-server (app/server/): the HTTP API and the dashboard, on libmicrohttpd and jansson.
+# The engine library stays free of them. `make` builds the server when pkg-config finds both
+# libraries; `make server` and `make test` always do. Its web files get their own embedded table.
+SERVER_PKGS  := libmicrohttpd jansson
+SERVER_FOUND := $(shell pkg-config --exists $(SERVER_PKGS) 2>/dev/null && echo yes)
+SERVER_CFLAGS = $(shell pkg-config --cflags $(SERVER_PKGS))
+SERVER_LIBS   = $(shell pkg-config --libs $(SERVER_PKGS))
+SERVER_SRC   := $(sort $(wildcard app/server/*.c))
+SERVER_OBJ   := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+WEB_IN       := $(sort $(wildcard app/server/web/*.html app/server/web/*.js app/server/web/*.css app/server/web/*.svg))
+WEB_OBJ      := $(BUILD)/gen/web_assets.o
+SERVER       := $(BUILD)/brasa-server
+ifeq ($(SERVER_FOUND),yes)
+all: $(SERVER)
+endif
+.PHONY: server
+server: $(SERVER)
+
+$(BUILD)/gen/web_assets.c: tools/embed.sh $(WEB_IN)
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh $(WEB_IN) | sed 's/embedded_files\[\]/web_files[]/' > $@
+
+$(WEB_OBJ): $(BUILD)/gen/web_assets.c
+	$(CC) $(CFLAGS) -Wno-overlength-strings -c $< -o $@
+
+$(BUILD)/app/server/%.o: app/server/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -c $< -o $@
+
+$(SERVER): $(SERVER_OBJ) $(WEB_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(SERVER_OBJ) $(WEB_OBJ) $(LIB) $(SERVER_LIBS) $(LDLIBS)
+
+test: $(SERVER)
 test: $(BUILD)/brasa $(TESTS)
 	@sh tests/run.sh $(BUILD)
 
@@ -95,4 +128,4 @@ clean:
 format:
 	clang-format -i $(SRC) $(CLI_SRC) $(TEST_SRC) $(wildcard src/*/*.h)
 
--include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d) $(TEST_COMMON_OBJ:.o=.d)
+-include $(SERVER_OBJ:.o=.d) $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d) $(TEST_COMMON_OBJ:.o=.d)
