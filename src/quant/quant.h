@@ -58,9 +58,18 @@ brasa_status dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t
 /* Quantize n floats into dst (qtype_row_bytes(type, n) bytes). */
 brasa_status quant_row(uint32_t type, const float *src, void *dst, int64_t n, struct brasa_err *err);
 
+/* Converts n activations to an activation format (Q8_0, Q8_1, Q8_K, F16, BF16, F32) exactly as
+ * ggml's x86 CPU backend does before its dot products (Q8_0/Q8_1: d = amax/127 as fp16,
+ * q = round-half-even(x * 127/amax); Q8_K: iscale = -127/max, q = min(127, round(iscale*x)),
+ * d = 1/iscale, bsums). quant_row(Q8_0) instead writes what llama-quantize writes. */
+brasa_status quant_act_row(uint32_t type, const float *src, void *dst, int64_t n,
+                           struct brasa_err *err);
+
 /* Dot product of one weight row (type wtype) and one activation row in
  * qtype_get(wtype)->vec_dot_type, n elements. */
 float quant_vec_dot(uint32_t wtype, int64_t n, const void *w_row, const void *a_row);
+/* The same through the plain scalar kernels (for tests). */
+float quant_vec_dot_ref(uint32_t wtype, int64_t n, const void *w_row, const void *a_row);
 
 /* Y[m][i] = sum_k W[i][k] * X[m][k] for i < n_rows, m < n_cols: W is n_rows rows of k elements
  * in wtype, X is n_cols rows of k floats, Y is n_cols rows of n_rows floats. X is first converted

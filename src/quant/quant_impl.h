@@ -1,0 +1,44 @@
+/* Internal to src/quant: the per-format kernel table that quant.c dispatches through.
+ * quant_ref.c fills it with scalar code; quant_x86.c replaces entries with SIMD versions
+ * when the CPU has the features (checked once at run time). */
+#ifndef BRASA_QUANT_IMPL_H
+#define BRASA_QUANT_IMPL_H
+#include <stdint.h>
+
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+
+/* nb whole blocks of src -> nb * block floats. */
+typedef void (*qk_dequant_fn)(const void *src, float *dst, int64_t nb);
+/* n elements (a whole number of blocks) of weight row w and activation row a. */
+typedef float (*qk_dot_fn)(int64_t n, const void *w, const void *a);
+/* n floats -> activation blocks, exactly as ggml's x86 CPU backend converts them. */
+typedef void (*qk_act_fn)(const float *x, void *dst, int64_t n);
+/* Several rows of w against several activation rows:
+ * y[c * ldy + r] = dot(w + r * w_stride, a + c * a_stride), r < nr, c < nc. */
+typedef void (*qk_dot_tile_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
+                               size_t a_stride, int nc, float *y, size_t ldy);
+
+struct qkernels {
+    qk_dequant_fn dequant;
+    qk_dot_fn dot;
+    qk_act_fn act; /* only for the types that are some format's vec_dot_type */
+    qk_dot_tile_fn tile; /* optional */
+};
+
+/* One entry per ggml type id (GGML_TYPE_COUNT); zero entries for unknown ids. */
+extern struct qkernels qk_ref[GGML_TYPE_COUNT];
+void qk_ref_init(void);
+/* Overrides entries of k with SIMD kernels the CPU supports (no-op off x86). */
+void qk_x86_init(struct qkernels *k);
+
+/* ggml's nearest_int: round to nearest, ties to even (|x| < 2^22). */
+static inline int qk_nearest_int(float x)
+{
+    float v = x + 12582912.f;
+    int32_t i;
+    memcpy(&i, &v, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+#endif
