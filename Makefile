@@ -26,7 +26,7 @@ EMBED_IN  := $(sort $(wildcard src/gpu/kernels/*.cu src/gpu/kernels/*.cuh))
 EMBED_C   := $(BUILD)/gen/embedded.c
 EMBED_OBJ := $(BUILD)/gen/embedded.o
 
-.PHONY: all test test-asan bench fuzz clean format
+.PHONY: all test test-asan bench fuzz clean format run
 .SECONDARY:
 all: $(BUILD)/brasa
 
@@ -82,6 +82,17 @@ $(BUILD)/app/server/%.o: app/server/%.c
 
 $(SERVER): $(SERVER_OBJ) $(WEB_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(SERVER_OBJ) $(WEB_OBJ) $(LIB) $(SERVER_LIBS) $(LDLIBS)
+
+# The README's main job: `make run` generates with MODEL (any GGUF file) or, without one, with a
+# small synthetic model it writes first (brasa synth, a few MB, a second).
+MODEL  ?=
+PROMPT ?= Once upon a time
+N      ?= 64
+.PHONY: run
+run: $(BUILD)/brasa
+	@if [ -z "$(MODEL)" ] && [ ! -f $(BUILD)/tiny.gguf ]; then \
+	  $(BUILD)/brasa synth --arch qwen3 --shape tiny --type q8_0 -o $(BUILD)/tiny.gguf; fi
+	$(BUILD)/brasa run -m "$(or $(MODEL),$(BUILD)/tiny.gguf)" -p "$(PROMPT)" -n $(N)
 
 test: $(SERVER)
 test: $(BUILD)/brasa $(TESTS)
