@@ -202,7 +202,7 @@ static bool get_sampling(struct srv *s, json_t *o, struct job *j, struct api_rep
         !get_int(o, "repeat_last_n", 0, 1 << 20, &last_n, r) ||
         !get_int(o, "max_completion_tokens", 1, s->cfg.max_tokens, &max_tok, r) ||
         !get_int(o, "max_tokens", 1, s->cfg.max_tokens, &max_tok, r) ||
-        !get_int(o, "seed", -(1LL << 62), 1LL << 62, &seed, r) || !get_int(o, "n", 1, 1, &n, r) ||
+        !get_int(o, "seed", -(1LL << 62), 1LL << 62, &seed, r) || !get_int(o, "n", 1, 1, &n, r) || !get_bool(o, "ignore_eos", &j->ignore_eos, r) ||
         !get_stop(o, j, r))
         return false;
     p->top_k = (int)top_k;

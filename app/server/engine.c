@@ -431,6 +431,10 @@ static int gen_cb(void *ud, int32_t id, const char *piece, size_t n)
         g->cancelled = true;
         return 1;
     }
+    if (s->cfg.token_delay_ms > 0) {
+        struct timespec ts = {s->cfg.token_delay_ms / 1000, (s->cfg.token_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     if (s->tok && tok_is_eog(s->tok, id))
         return 0;
     g->n_gen++;
@@ -581,7 +585,7 @@ static void run_gen(struct srv *s, struct job *j)
 
     brasa_session_reset(s->session);
     struct brasa_gen_stats stats = {0};
-    st = brasa_generate(s->session, smp, ids, (int)n_ids, max_tokens, 0, gen_cb, &g, &stats, &err);
+    st = brasa_generate(s->session, smp, ids, (int)n_ids, max_tokens, j->ignore_eos ? BRASA_GEN_IGNORE_EOS : 0, gen_cb, &g, &stats, &err);
     brasa_sampler_free(smp);
     free(ids);
     if (!g.stopped && !g.cancelled)

@@ -157,6 +157,8 @@ int main(int argc, char **argv)
     struct srv_config cfg = {.host = "127.0.0.1", .port = 8080, .api_key = getenv("BRASA_API_KEY"),
                              .max_body = 1 << 20, .max_prompt_tokens = 8192, .max_tokens = 4096,
                              .max_queue = 64, .max_conn = 256};
+    const char *delay = getenv("BRASA_SERVE_TOKEN_DELAY_MS");
+    cfg.token_delay_ms = delay ? atoi(delay) : 0;
     if (cfg.api_key && !cfg.api_key[0])
         cfg.api_key = NULL;
     int rc = parse_args(argc, argv, &cfg);

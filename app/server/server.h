@@ -28,6 +28,7 @@ struct srv_config {
     int max_tokens;          /* upper bound of a request's max_tokens */
     int max_queue;           /* jobs waiting at once */
     int max_conn;
+    int token_delay_ms; /* tests: pause after each token ($BRASA_SERVE_TOKEN_DELAY_MS) */
 };
 
 enum model_state { MS_NONE = 0, MS_LOADING, MS_READY, MS_UNLOADING, MS_ERROR };
@@ -48,6 +49,7 @@ struct job {
     size_t n_msgs;
     struct brasa_sampler_params sp;
     int max_tokens;
+    bool ignore_eos;
     char *stop[8];
     int n_stop;
     int fd; /* the client's socket, to notice a client that went away */
