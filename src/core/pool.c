@@ -71,14 +71,16 @@ brasa_status pool_new(struct pool **out, int n_threads, struct brasa_err *err)
     }
     for (int i = 1; i < n_threads; i++) {
         struct worker_arg *wa = malloc(sizeof *wa);
+        if (wa) { /* filled before the thread starts: it reads wa at once */
+            wa->p = p;
+            wa->ith = i;
+        }
         if (!wa || pthread_create(&p->threads[i], NULL, worker, wa) != 0) {
             free(wa);
             p->n = i;
             pool_free(p);
             return brasa_fail(err, BRASA_ENOMEM, "cannot start thread %d", i);
         }
-        wa->p = p;
-        wa->ith = i;
     }
     *out = p;
     return BRASA_OK;
