@@ -355,6 +355,8 @@ static void print_hparams(FILE *o, const struct gguf_file *f, int json)
         char key[256];
         snprintf(key, sizeof key, "%s.%s", arch, hparams[i].suffix);
         const struct gguf_kv *kv = gguf_find_kv(f, key);
+        if (!kv && !json && !strcmp(hparams[i].suffix, "rope.freq_base"))
+            fprintf(o, "  %-46s (absent: the usual default is 10000)\n", hparams[i].words);
         if (!kv)
             continue;
         hp_line(o, json, &first, hparams[i].json, hparams[i].words);
