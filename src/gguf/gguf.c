@@ -223,7 +223,7 @@ static brasa_status rd_scalar(struct rd *r, struct gguf_kv *kv, const char *ctx)
 {
     size_t at = r->pos;
     size_t n = gguf_vtype_size(kv->type);
-    uint8_t b[8];
+    uint8_t b[8] = {0};
     brasa_status st;
     if (kv->type == GGUF_T_STRING)
         return rd_str(r, &kv->v.str, "string value", ctx);
