@@ -1,0 +1,42 @@
+/* jit: kernel templates (the .cu files under src/gpu/kernels, embedded in the binary) rendered
+ * for concrete parameters, compiled with NVRTC for the device's exact architecture, cached on disk
+ * (kcache.h) and loaded; a function that spills (local memory > 0) is rejected so the caller
+ * can try its next variant. */
+#ifndef BRASA_GPU_JIT_H
+#define BRASA_GPU_JIT_H
+#include <stdbool.h>
+#include "gpu/drv.h"
+
+struct jit_def {
+    const char *name;
+    long value;
+};
+
+struct jit {
+    const struct drv *d;
+    int arch;              /* 90 for sm_90 */
+    int driver_ver;
+    char dev_name[128];
+    char cache_dir[1024];  /* "" = no disk cache */
+    bool lineinfo;         /* -lineinfo (for compute-sanitizer reports) */
+    bool verbose;
+    /* telemetry */
+    double compile_s, load_s;
+    int n_compiled, n_cached;
+};
+
+/* Rendered source: "#define NAME value" per parameter, then the template's text. */
+brasa_status jit_render(const char *tmpl, const struct jit_def *defs, int n, char **out,
+                        struct brasa_err *err);
+/* Compiles a rendered source to a CUBIN for sm_<arch> (needs only NVRTC, not a GPU). */
+brasa_status jit_compile(const struct drv *d, const char *src, const char *tmpl, int arch,
+                         bool lineinfo, void **image, size_t *size, struct brasa_err *err);
+/* Render + disk cache + compile + load. */
+brasa_status jit_module(struct jit *j, const char *tmpl, const struct jit_def *defs, int n,
+                        CUmodule *mod, struct brasa_err *err);
+/* Looks a function up and rejects it if it spills: BRASA_EUNSUPPORTED names the function and
+ * its local bytes. regs may be NULL. */
+brasa_status jit_function(struct jit *j, CUmodule mod, const char *name, CUfunction *fn, int *regs,
+                          struct brasa_err *err);
+
+#endif

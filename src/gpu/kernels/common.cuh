@@ -1,0 +1,159 @@
+// common.cuh: types and helpers shared by every brasa kernel template.
+// Rendered sources start with "#define NAME value" lines (the template's parameters);
+// everything here is plain CUDA C with no library headers, so NVRTC needs no include path.
+#pragma once
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef long long i64;
+#define INFINITY __int_as_float(0x7f800000)
+
+// ggml type ids (the file's tensor types)
+#define T_F32 0
+#define T_F16 1
+#define T_Q4_0 2
+#define T_Q8_0 8
+#define T_Q4_K 12
+#define T_Q5_K 13
+#define T_Q6_K 14
+#define T_BF16 30
+
+__device__ __forceinline__ float h2f(u16 h)
+{
+    float f;
+    asm("{.reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t;}" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ u16 f2h(float f)
+{
+    u16 h;
+    asm("{.reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t;}" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ float bf2f(u16 h) { return __uint_as_float((u32)h << 16); }
+__device__ __forceinline__ u16 f2bf(float f)
+{
+    u32 x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (u16)((x >> 16) | 64);
+    return (u16)((x + (0x7fffu + ((x >> 16) & 1))) >> 16);
+}
+__device__ __forceinline__ float round_h(float x) { return h2f(f2h(x)); }
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double warp_sum_d(double v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// Block-wide sums (blockDim.x a multiple of 32, at most 1024); sh holds 32 entries.
+__device__ __forceinline__ double block_sum_d(double v, double *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0.0;
+    return warp_sum_d(v);
+}
+__device__ __forceinline__ float block_max(float v, float *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+// Block sizes in bytes and elements (ggml layouts)
+//   Q4_0: half d; u8 qs[16]                       32 elements, 18 bytes
+//   Q8_0: half d; i8 qs[32]                       32 elements, 34 bytes
+//   Q4_K: half d, dmin; u8 scales[12]; u8 qs[128] 256 elements, 144 bytes
+//   Q5_K: half d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]   176 bytes
+//   Q6_K: u8 ql[128]; u8 qh[64]; i8 scales[16]; half d           210 bytes
+__device__ __forceinline__ u16 ld16(const u8 *p) { return *(const u16 *)p; }
+__device__ __forceinline__ u32 ld32u(const u8 *p) // 2-byte aligned
+{
+    return (u32)ld16(p) | ((u32)ld16(p + 2) << 16);
+}
+// 6-bit scale and min of sub-block j of a Q4_K/Q5_K block (ggml's get_scale_min_k4)
+__device__ __forceinline__ void kscale(int j, const u8 *q, int *d, int *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// Element i of a row of type t (slow; embeddings only).
+__device__ float deq1(int t, const u8 *row, int i)
+{
+    switch (t) {
+    case T_F32: return ((const float *)row)[i];
+    case T_F16: return h2f(((const u16 *)row)[i]);
+    case T_BF16: return bf2f(((const u16 *)row)[i]);
+    case T_Q4_0: {
+        const u8 *b = row + (i / 32) * 18;
+        int l = i % 32;
+        int q = l < 16 ? (b[2 + l] & 0xF) : (b[2 + l - 16] >> 4);
+        return (q - 8) * h2f(ld16(b));
+    }
+    case T_Q8_0: {
+        const u8 *b = row + (i / 32) * 34;
+        return (float)(i8)b[2 + i % 32] * h2f(ld16(b));
+    }
+    case T_Q4_K: {
+        const u8 *b = row + (i / 256) * 144;
+        int l = i % 256, g = l / 64, j = l % 64, sub = l / 32, sc, mn;
+        kscale(sub, b + 4, &sc, &mn);
+        u8 qb = b[16 + 32 * g + (j % 32)];
+        int q = j < 32 ? (qb & 0xF) : (qb >> 4);
+        return h2f(ld16(b)) * sc * q - h2f(ld16(b + 2)) * mn;
+    }
+    case T_Q5_K: {
+        const u8 *b = row + (i / 256) * 176;
+        int l = i % 256, g = l / 64, j = l % 64, sub = l / 32, sc, mn;
+        kscale(sub, b + 4, &sc, &mn);
+        u8 qb = b[48 + 32 * g + (j % 32)];
+        int q = (j < 32 ? (qb & 0xF) : (qb >> 4)) + (((b[16 + (j % 32)] >> sub) & 1) << 4);
+        return h2f(ld16(b)) * sc * q - h2f(ld16(b + 2)) * mn;
+    }
+    case T_Q6_K: {
+        const u8 *b = row + (i / 256) * 210;
+        int l = i % 256, half = l / 128, r = l % 128, quarter = r / 32, ll = r % 32;
+        const u8 *ql = b + 64 * half, *qh = b + 128 + 32 * half;
+        const i8 *sc = (const i8 *)(b + 192) + 8 * half;
+        int lo = (quarter & 1) ? ql[ll + 32] : ql[ll];
+        lo = quarter >= 2 ? (lo >> 4) : (lo & 0xF);
+        int q = (lo | (((qh[ll] >> (2 * quarter)) & 3) << 4)) - 32;
+        return h2f(ld16(b + 208)) * sc[ll / 16 + 2 * quarter] * q;
+    }
+    }
+    return 0.0f;
+}

@@ -1,0 +1,204 @@
+// matvec.cu: y[c][i] = sum_k W[i][k] * x[c][k] for a weight W in a ggml format, with the
+// activation already converted to the format's dot type by quant_act (quantize.cu): int8
+// values with one float scale per 32 (Q8_0 for Q4_0/Q8_0, Q8_K for the K formats), or floats
+// rounded to F16/BF16. Integer sums use dp4a; one warp per row, lanes stride over the row's
+// 32-element sub-blocks, NC columns share each weight load.
+// Epilogue (fused bias and residual add): y = res + rscale * (acc + bias) when res is set.
+// Parameters: QT (weight type), NW (warps per block), NC (columns per pass).
+#include "common.cuh"
+
+#ifndef QT
+#define QT T_Q4_K
+#endif
+#ifndef NW
+#define NW 4
+#endif
+#ifndef NC
+#define NC 1
+#endif
+
+#if QT == T_Q4_0 || QT == T_Q8_0 || QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
+#define INT_PATH 1
+#else
+#define INT_PATH 0
+#endif
+
+#if INT_PATH
+// Sub-block s (32 elements) of a row: q[8] packed signed bytes (element 4i+b in byte b of
+// q[i]); scales of the first and second 16 elements; min term (K formats with mins).
+__device__ __forceinline__ void load_sub(const u8 *row, int s, int q[8], float &s_lo, float &s_hi,
+                                         float &mn)
+{
+#if QT == T_Q4_0
+    const u8 *b = row + (i64)s * 18;
+    float d = h2f(ld16(b));
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        u32 w = ld32u(b + 2 + 4 * i);
+        q[i] = (int)__vsub4(w & 0x0F0F0F0Fu, 0x08080808u);
+        q[4 + i] = (int)__vsub4((w >> 4) & 0x0F0F0F0Fu, 0x08080808u);
+    }
+    s_lo = s_hi = d;
+    mn = 0.0f;
+#elif QT == T_Q8_0
+    const u8 *b = row + (i64)s * 34;
+    float d = h2f(ld16(b));
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        q[i] = (int)ld32u(b + 2 + 4 * i);
+    s_lo = s_hi = d;
+    mn = 0.0f;
+#elif QT == T_Q4_K
+    const u8 *b = row + (i64)(s >> 3) * 144;
+    int j = s & 7, sc, m;
+    kscale(j, b + 4, &sc, &m);
+    const uint4 *qp = (const uint4 *)(b + 16 + 32 * (j >> 1));
+    uint4 w0 = qp[0], w1 = qp[1];
+    u32 w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    int sh = (j & 1) * 4;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        q[i] = (int)((w[i] >> sh) & 0x0F0F0F0Fu);
+    float d = h2f(ld16(b));
+    s_lo = s_hi = d * (float)sc;
+    mn = h2f(ld16(b + 2)) * (float)m;
+#elif QT == T_Q5_K
+    const u8 *b = row + (i64)(s >> 3) * 176;
+    int j = s & 7, sc, m;
+    kscale(j, b + 4, &sc, &m);
+    const uint4 *qp = (const uint4 *)(b + 48 + 32 * (j >> 1));
+    const uint4 *hp = (const uint4 *)(b + 16);
+    uint4 w0 = qp[0], w1 = qp[1], h0 = hp[0], h1 = hp[1];
+    u32 w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    u32 hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+    int sh = (j & 1) * 4;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        q[i] = (int)(((w[i] >> sh) & 0x0F0F0F0Fu) | (((hw[i] >> j) & 0x01010101u) << 4));
+    float d = h2f(ld16(b));
+    s_lo = s_hi = d * (float)sc;
+    mn = h2f(ld16(b + 2)) * (float)m;
+#else // Q6_K
+    const u8 *b = row + (i64)(s >> 3) * 210;
+    int j = s & 7, half = j >> 2, qu = j & 3;
+    const u8 *ql = b + 64 * half + ((qu & 1) ? 32 : 0), *qh = b + 128 + 32 * half;
+    int sh = qu >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        u32 lw = ld32u(ql + 4 * i), hw = ld32u(qh + 4 * i);
+        u32 v = ((lw >> sh) & 0x0F0F0F0Fu) | (((hw >> (2 * qu)) & 0x03030303u) << 4);
+        q[i] = (int)__vsub4(v, 0x20202020u);
+    }
+    const i8 *scp = (const i8 *)(b + 192) + 8 * half + 2 * qu;
+    float d = h2f(ld16(b + 208));
+    s_lo = d * (float)scp[0];
+    s_hi = d * (float)scp[1];
+    mn = 0.0f;
+#endif
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(NW * 32)
+matvec(const u8 *W, const void *xa, const float *xd, float *y, const float *bias,
+       const float *res, float rscale, int nrows, int k, int ncols, long long row_bytes)
+{
+    int lane = threadIdx.x & 31;
+    int row = blockIdx.x * NW + (threadIdx.x >> 5);
+    int c0 = blockIdx.y * NC;
+    if (row >= nrows)
+        return;
+    const u8 *wr = W + (i64)row * row_bytes;
+    float acc[NC];
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        acc[c] = 0.0f;
+#if INT_PATH
+    const i8 *xq = (const i8 *)xa;
+    int nsub = k >> 5;
+    for (int s = lane; s < nsub; s += 32) {
+        int q[8];
+        float s_lo, s_hi, mn;
+        load_sub(wr, s, q, s_lo, s_hi, mn);
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            if (c0 + c < ncols) {
+                const int4 *ap = (const int4 *)(xq + (i64)(c0 + c) * k + 32 * s);
+                int4 a0 = ap[0], a1 = ap[1];
+                int lo = 0, hi = 0;
+                lo = __dp4a(q[0], a0.x, lo);
+                lo = __dp4a(q[1], a0.y, lo);
+                lo = __dp4a(q[2], a0.z, lo);
+                lo = __dp4a(q[3], a0.w, lo);
+                hi = __dp4a(q[4], a1.x, hi);
+                hi = __dp4a(q[5], a1.y, hi);
+                hi = __dp4a(q[6], a1.z, hi);
+                hi = __dp4a(q[7], a1.w, hi);
+                float da = xd[(i64)(c0 + c) * nsub + s];
+                float v = s_lo * (float)lo + s_hi * (float)hi;
+                if (mn != 0.0f) {
+                    int sa = 0;
+                    sa = __dp4a(0x01010101, a0.x, sa);
+                    sa = __dp4a(0x01010101, a0.y, sa);
+                    sa = __dp4a(0x01010101, a0.z, sa);
+                    sa = __dp4a(0x01010101, a0.w, sa);
+                    sa = __dp4a(0x01010101, a1.x, sa);
+                    sa = __dp4a(0x01010101, a1.y, sa);
+                    sa = __dp4a(0x01010101, a1.z, sa);
+                    sa = __dp4a(0x01010101, a1.w, sa);
+                    v -= mn * (float)sa;
+                }
+                acc[c] += da * v;
+            }
+        }
+    }
+#else
+    const float *xf = (const float *)xa;
+    (void)xd;
+#if QT == T_F32
+    for (int e = lane * 4; e < k; e += 128) {
+        float4 wv = *(const float4 *)(wr + 4 * (i64)e);
+        float wf[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (c0 + c < ncols) {
+                float4 xv = *(const float4 *)(xf + (i64)(c0 + c) * k + e);
+                acc[c] += wf[0] * xv.x + wf[1] * xv.y + wf[2] * xv.z + wf[3] * xv.w;
+            }
+    }
+#else // F16, BF16: 8 elements (16 bytes) per lane per step
+    for (int e = lane * 8; e < k; e += 256) {
+        uint4 wv = *(const uint4 *)(wr + 2 * (i64)e);
+        u32 ww[4] = {wv.x, wv.y, wv.z, wv.w};
+        float wf[8];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+#if QT == T_F16
+            wf[2 * i] = h2f((u16)(ww[i] & 0xffff));
+            wf[2 * i + 1] = h2f((u16)(ww[i] >> 16));
+#else
+            wf[2 * i] = bf2f((u16)(ww[i] & 0xffff));
+            wf[2 * i + 1] = bf2f((u16)(ww[i] >> 16));
+#endif
+        }
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (c0 + c < ncols) {
+                const float4 *xp = (const float4 *)(xf + (i64)(c0 + c) * k + e);
+                float4 x0 = xp[0], x1 = xp[1];
+                acc[c] += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w +
+                          wf[4] * x1.x + wf[5] * x1.y + wf[6] * x1.z + wf[7] * x1.w;
+            }
+    }
+#endif
+#endif
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+        float v = warp_sum(acc[c]);
+        if (lane == 0 && c0 + c < ncols) {
+            if (bias)
+                v += bias[row];
+            i64 o = (i64)(c0 + c) * nrows + row;
+            y[o] = res ? res[o] + v * rscale : v;
+        }
+    }
+}

@@ -1,0 +1,336 @@
+// ops.cu: the graph's small ops (norms, elementwise, rope + KV write, attention, DeltaNet).
+// Parameters: none beyond common.cuh; shapes are kernel arguments. The batch's first position
+// lives in device memory (pos[0]) so a captured graph replays for every token unchanged.
+#include "common.cuh"
+
+// out[t][:] = deq(W[ids[t]][:]) * s; grid (n_tok), block 256
+extern "C" __global__ void get_rows(const u8 *W, int wtype, long long row_bytes, int n,
+                                    const int *ids, float s, float *out)
+{
+    int t = blockIdx.x;
+    const u8 *row = W + (long long)ids[t] * row_bytes;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = deq1(wtype, row, i);
+        out[(long long)t * n + i] = s != 1.0f ? v * s : v;
+    }
+}
+
+// mode 0: rms_norm (x/sqrt(mean+eps) * w), 1: l2_norm (x/max(|x|,eps)),
+// 2: rms_norm_gate ((x*scale)*w * silu(z)); one block per group.
+extern "C" __global__ void norm_rows(const float *x, const float *w, const float *z, float *y, int gsz,
+                                float eps, int mode)
+{
+    __shared__ double sh[32];
+    long long r = blockIdx.x;
+    const float *xr = x + r * gsz;
+    double s = 0;
+    for (int i = threadIdx.x; i < gsz; i += blockDim.x)
+        s += (double)(xr[i] * xr[i]);
+    s = block_sum_d(s, sh);
+    float scale = mode == 1 ? 1.0f / fmaxf(sqrtf((float)s), eps)
+                            : 1.0f / sqrtf((float)(s / gsz) + eps);
+    for (int i = threadIdx.x; i < gsz; i += blockDim.x) {
+        float v = xr[i] * scale;
+        if (mode != 1)
+            v = v * w[i];
+        if (mode == 2)
+            v = v * silu_f(z[r * gsz + i]);
+        y[r * gsz + i] = v;
+    }
+}
+
+// op: 0 add (a + b*s), 1 mul, 2 scale, 3 swiglu, 4 silu, 5 sigmoid_mul
+extern "C" __global__ void eltwise(const float *a, const float *b, float *o, long long n, float s,
+                                   int op)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        float x = a[i], r;
+        switch (op) {
+        case 0: r = x + b[i] * s; break;
+        case 1: r = x * b[i]; break;
+        case 2: r = x * s; break;
+        case 3: r = silu_f(x) * b[i]; break;
+        case 4: r = silu_f(x); break;
+        default: r = x * sigmoid_f(b[i]); break;
+        }
+        o[i] = r;
+    }
+}
+
+// out[i0 + n0*(i1 + n1*i2)] = a[off + i0 + i1*s1 + i2*s2]
+extern "C" __global__ void view(const float *a, float *o, long long n, int off, int n0, int n1,
+                                int s1, int s2)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long i0 = i % n0, r = i / n0, i1 = r % n1, i2 = r / n1;
+        o[i] = a[off + i0 + i1 * s1 + i2 * s2];
+    }
+}
+
+// Rotary embedding; angles by repeated multiplication as the CPU backend (and ggml) do.
+// grid (n_tok), block >= n_rot/2. If cache is set, the result is also written to cache rows
+// pos0+t (width ne0, F32 or F16 per kv_f16) — RoPE fused with the KV write.
+extern "C" __global__ void rope(const float *x, float *y, const int *pos, int ne0, int hd,
+                                int n_rot, int mode, float theta_scale, void *cache, int kv_f16)
+{
+    extern __shared__ float cs[]; // [n_rot/2][2]
+    int t = blockIdx.x, half = n_rot / 2;
+    if (threadIdx.x == 0) {
+        float theta = (float)(pos[0] + t);
+        for (int i = 0; i < half; i++) {
+            cs[2 * i] = cosf(theta);
+            cs[2 * i + 1] = sinf(theta);
+            theta *= theta_scale;
+        }
+    }
+    __syncthreads();
+    int nh = ne0 / hd;
+    const float *xr = x + (long long)t * ne0;
+    float *yr = y + (long long)t * ne0;
+    for (int e = threadIdx.x; e < nh * hd; e += blockDim.x) {
+        int h = e / hd, i = e % hd;
+        const float *xh = xr + h * hd;
+        float v;
+        if (i >= n_rot) {
+            v = xh[i];
+        } else if (mode == 2) { // NEOX: pairs (i, i + half)
+            int p = i < half ? i : i - half;
+            float c = cs[2 * p], s = cs[2 * p + 1];
+            v = i < half ? xh[i] * c - xh[i + half] * s : xh[i - half] * s + xh[i] * c;
+        } else { // NORM: pairs (2p, 2p+1)
+            int p = i / 2;
+            float c = cs[2 * p], s = cs[2 * p + 1];
+            v = (i & 1) ? xh[i - 1] * s + xh[i] * c : xh[i] * c - xh[i + 1] * s;
+        }
+        yr[e] = v;
+        if (cache) {
+            long long ci = (long long)(pos[0] + t) * ne0 + e;
+            if (kv_f16)
+                ((u16 *)cache)[ci] = f2h(v);
+            else
+                ((float *)cache)[ci] = v;
+        }
+    }
+}
+
+// cache rows pos0 .. pos0+n_tok-1 = x; grid-stride over n_tok*w
+extern "C" __global__ void kv_store(const float *x, void *cache, const int *pos, int w,
+                                    long long n, int kv_f16)
+{
+    long long base = (long long)pos[0] * w;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        if (kv_f16)
+            ((u16 *)cache)[base + i] = f2h(x[i]);
+        else
+            ((float *)cache)[base + i] = x[i];
+    }
+}
+
+// Causal attention over the cache, one block per (query token, head, sequence split).
+// With splits > 1, each block covers a slice of the rows and writes its partial (max, sum,
+// unnormalised output) to part[]; attn_merge combines them.
+// dynamic shared: (slice + hd) floats. block 128.
+extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, float *O,
+                                const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
+                                int splits, float *part)
+{
+    extern __shared__ float sm[];
+    __shared__ float red[32];
+    __shared__ double redd[32];
+    int t = blockIdx.x, h = blockIdx.y, sp = blockIdx.z;
+    int npos = pos[0] + t + 1, kvw = nkv * hd, kvh = h / (nh / nkv);
+    int chunk = (npos + splits - 1) / splits;
+    int j0 = sp * chunk, j1 = min(npos, j0 + chunk);
+    float *qv = sm, *sc = sm + hd;
+    const float *q = Q + ((long long)t * nh + h) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x)
+        qv[d] = kv_f16 ? round_h(q[d]) : q[d];
+    __syncthreads();
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    float mx = -INFINITY;
+    for (int j = j0 + w; j < j1; j += nw) {
+        float s = 0;
+        if (kv_f16) {
+            const u16 *kr = (const u16 *)Kc + (long long)j * kvw + kvh * hd;
+            for (int d = lane; d < hd; d += 32)
+                s += qv[d] * h2f(kr[d]);
+        } else {
+            const float *kr = (const float *)Kc + (long long)j * kvw + kvh * hd;
+            for (int d = lane; d < hd; d += 32)
+                s += qv[d] * kr[d];
+        }
+        s = warp_sum(s) * scale;
+        if (lane == 0)
+            sc[j - j0] = s;
+        mx = fmaxf(mx, s);
+    }
+    mx = block_max(mx, red);
+    double sum = 0;
+    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+        float e = expf(sc[j - j0] - mx);
+        sc[j - j0] = e;
+        sum += e;
+    }
+    sum = block_sum_d(sum, redd);
+    float inv = splits == 1 ? (float)(1.0 / sum) : 1.0f;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float o = 0;
+        for (int j = j0; j < j1; j++) {
+            float p = sc[j - j0] * inv;
+            if (kv_f16) {
+                p = splits == 1 ? round_h(p) : p;
+                o += p * h2f(((const u16 *)Vc)[(long long)j * kvw + kvh * hd + d]);
+            } else {
+                o += p * ((const float *)Vc)[(long long)j * kvw + kvh * hd + d];
+            }
+        }
+        if (splits == 1)
+            O[((long long)t * nh + h) * hd + d] = o;
+        else
+            part[(((long long)t * nh + h) * splits + sp) * (hd + 2) + 2 + d] = o;
+    }
+    if (splits > 1 && threadIdx.x == 0) {
+        float *pp = part + (((long long)t * nh + h) * splits + sp) * (hd + 2);
+        pp[0] = j1 > j0 ? mx : -INFINITY;
+        pp[1] = (float)sum;
+    }
+}
+
+// grid (n_tok, nh), block hd
+extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int hd, int splits)
+{
+    int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    const float *pp = part + ((long long)t * nh + h) * splits * (hd + 2);
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; s++)
+        mx = fmaxf(mx, pp[s * (hd + 2)]);
+    double sum = 0;
+    float o = 0;
+    for (int s = 0; s < splits; s++) {
+        float m = pp[s * (hd + 2)];
+        if (m == -INFINITY)
+            continue;
+        float f = expf(m - mx);
+        sum += (double)pp[s * (hd + 2) + 1] * f;
+        o += pp[s * (hd + 2) + 2 + d] * f;
+    }
+    if (d < hd)
+        O[((long long)t * nh + h) * hd + d] = o * (float)(1.0 / sum);
+}
+
+// Causal depthwise conv with rolling state; one thread per channel.
+extern "C" __global__ void conv1d(const float *x, const float *w, float *st, float *o, int C,
+                                  int T, int K)
+{
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= C)
+        return;
+    int S = K - 1;
+#define XT(idx) ((idx) < S ? st[(idx) * C + ch] : x[(long long)((idx) - S) * C + ch])
+    for (int t = 0; t < T; t++) {
+        float sum = 0;
+        for (int j = 0; j < K; j++)
+            sum += XT(t + j) * w[ch * K + j];
+        o[(long long)t * C + ch] = sum;
+    }
+    for (int r = 0; r < S; r++)
+        st[r * C + ch] = XT(T + r);
+#undef XT
+}
+
+extern "C" __global__ void gates(const float *al, const float *be, const float *dt, const float *A,
+                                 float *o, int H, int T)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= H * T)
+        return;
+    int t = i / H, h = i % H;
+    float x = al[i] + dt[h];
+    float sp = x > 20.0f ? x : log1pf(expf(x));
+    o[t * 2 * H + h] = sp * A[h];
+    o[t * 2 * H + H + h] = sigmoid_f(be[i]);
+}
+
+// Gated delta rule: one block per V head, one thread per state row i (dv threads).
+extern "C" __global__ void deltanet(const float *Q, const float *Kx, const float *V,
+                                    const float *G, float *state, float *O, int nkh, int nvh,
+                                    int dk, int dv, int T)
+{
+    extern __shared__ float kq[]; // [2][dk]
+    int h = blockIdx.x, i = threadIdx.x, kh = h % nkh;
+    float *M = state + ((long long)h * dv + i) * dk;
+    float qs = 1.0f / sqrtf((float)dk);
+    for (int t = 0; t < T; t++) {
+        __syncthreads();
+        for (int j = threadIdx.x; j < dk; j += blockDim.x) {
+            kq[j] = Kx[((long long)t * nkh + kh) * dk + j];
+            kq[dk + j] = Q[((long long)t * nkh + kh) * dk + j];
+        }
+        __syncthreads();
+        if (i >= dv)
+            continue;
+        float eg = expf(G[t * 2 * nvh + h]), beta = G[t * 2 * nvh + nvh + h];
+        float mk = 0;
+        for (int j = 0; j < dk; j++) {
+            float m = M[j] * eg;
+            M[j] = m;
+            mk += m * kq[j];
+        }
+        float delta = beta * (V[((long long)t * nvh + h) * dv + i] - mk);
+        float mq = 0;
+        for (int j = 0; j < dk; j++) {
+            float m = M[j] + delta * kq[j];
+            M[j] = m;
+            mq += m * kq[dk + j];
+        }
+        O[((long long)t * nvh + h) * dv + i] = mq * qs;
+    }
+}
+
+// Greedy pick on the device: per row, the largest logit (lowest id on ties).
+// grid (n_rows), block 1024; out[row] = id
+extern "C" __global__ void argmax(const float *x, int n, int *out)
+{
+    __shared__ float bv[32];
+    __shared__ int bi[32];
+    const float *r = x + (long long)blockIdx.x * n;
+    float v = -INFINITY;
+    int id = 0x7fffffff;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (r[i] > v) {
+            v = r[i];
+            id = i;
+        }
+    for (int o = 16; o > 0; o >>= 1) {
+        float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+        int i2 = __shfl_xor_sync(0xffffffffu, id, o);
+        if (v2 > v || (v2 == v && i2 < id)) {
+            v = v2;
+            id = i2;
+        }
+    }
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    if (lane == 0) {
+        bv[w] = v;
+        bi[w] = id;
+    }
+    __syncthreads();
+    if (w == 0) {
+        int nw = blockDim.x >> 5;
+        v = lane < nw ? bv[lane] : -INFINITY;
+        id = lane < nw ? bi[lane] : 0x7fffffff;
+        for (int o = 16; o > 0; o >>= 1) {
+            float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+            int i2 = __shfl_xor_sync(0xffffffffu, id, o);
+            if (v2 > v || (v2 == v && i2 < id)) {
+                v = v2;
+                id = i2;
+            }
+        }
+        if (lane == 0)
+            out[blockIdx.x] = id;
+    }
+}

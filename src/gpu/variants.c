@@ -1,0 +1,42 @@
+/* variants: the table of kernel modules. */
+#include "gpu/variants.h"
+
+#include "quant/quant.h"
+
+const unsigned gpu_matvec_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
+                                     GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K,
+                                     GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+const int gpu_n_matvec_types = (int)(sizeof gpu_matvec_types / sizeof gpu_matvec_types[0]);
+
+int gpu_matvec_variants(unsigned wtype, int nc, struct gpu_variant *out, int cap)
+{
+    int known = 0;
+    for (int i = 0; i < gpu_n_matvec_types; i++)
+        known |= gpu_matvec_types[i] == wtype;
+    if (!known || cap < 2)
+        return 0;
+    /* decode: 4 warps (rows) per block first, then 2; batches: 8 columns per weight load,
+     * then 4 if 8 spills */
+    int nw[2] = {4, 2}, ncs[2] = {nc, nc};
+    if (nc > 1) {
+        nw[1] = 4;
+        ncs[1] = nc / 2;
+    }
+    for (int v = 0; v < 2; v++)
+        out[v] = (struct gpu_variant){"matvec.cu", 3,
+                                      {{"QT", (long)wtype}, {"NW", nw[v]}, {"NC", ncs[v]}}};
+    return 2;
+}
+
+int gpu_all_variants(struct gpu_variant *out, int cap)
+{
+    int n = 0;
+    if (cap < 2)
+        return 0;
+    out[n++] = (struct gpu_variant){"ops.cu", 0, {{0}}};
+    out[n++] = (struct gpu_variant){"quantize.cu", 0, {{0}}};
+    for (int i = 0; i < gpu_n_matvec_types; i++)
+        for (int nc = 1; nc <= 8; nc += 7)
+            n += gpu_matvec_variants(gpu_matvec_types[i], nc, out + n, cap - n);
+    return n;
+}

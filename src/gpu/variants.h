@@ -1,0 +1,25 @@
+/* variants: every kernel module brasa can choose, in order of preference per purpose.
+ * The backend takes the first variant of a purpose that compiles and does not spill; the
+ * compile test (tests/test_gpu_compile.c) compiles every entry for every supported arch. */
+#ifndef BRASA_GPU_VARIANTS_H
+#define BRASA_GPU_VARIANTS_H
+#include "gpu/jit.h"
+
+#define GV_MAX_DEFS 4
+
+struct gpu_variant {
+    const char *tmpl;                 /* "matvec.cu" */
+    int n_defs;
+    struct jit_def defs[GV_MAX_DEFS];
+};
+
+/* Candidates for matvec of weight type wtype with nc columns per pass (1: decode, 8:
+ * batches); returns their count (0 if the type has no kernel) and fills out[0..count). */
+int gpu_matvec_variants(unsigned wtype, int nc, struct gpu_variant *out, int cap);
+/* All variants (for the compile test): fills out, returns the count. */
+int gpu_all_variants(struct gpu_variant *out, int cap);
+/* Weight types with a matvec kernel. */
+extern const unsigned gpu_matvec_types[];
+extern const int gpu_n_matvec_types;
+
+#endif

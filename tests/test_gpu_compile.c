@@ -1,0 +1,102 @@
+/* Every kernel variant brasa can choose compiles with NVRTC for sm_80, sm_86, sm_89 and sm_90.
+ * Needs only the run-time compiler (no GPU); SKIPs loudly when libnvrtc cannot be found.
+ * Variants compile in parallel threads. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/drv.h"
+#include "gpu/jit.h"
+#include "gpu/variants.h"
+#include "test.h"
+
+static const int archs[] = {80, 86, 89, 90};
+#define N_ARCH 4
+
+struct job {
+    struct drv *d;
+    struct gpu_variant *v;
+    int n, next, failed;
+    pthread_mutex_t mu;
+    size_t bytes;
+};
+
+static void *worker(void *arg)
+{
+    struct job *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        int i = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->n * N_ARCH)
+            return NULL;
+        struct gpu_variant *v = &j->v[i / N_ARCH];
+        int arch = archs[i % N_ARCH];
+        struct brasa_err err = {{0}};
+        char *src = NULL;
+        void *img = NULL;
+        size_t size = 0;
+        brasa_status st = jit_render(v->tmpl, v->defs, v->n_defs, &src, &err);
+        if (st == BRASA_OK)
+            st = jit_compile(j->d, src, v->tmpl, arch, false, &img, &size, &err);
+        pthread_mutex_lock(&j->mu);
+        if (st != BRASA_OK && ++j->failed <= 3) {
+            fprintf(stderr, "  %s", v->tmpl);
+            for (int k = 0; k < v->n_defs; k++)
+                fprintf(stderr, " %s=%ld", v->defs[k].name, v->defs[k].value);
+            fprintf(stderr, " sm_%d: %s\n", arch, err.msg);
+        }
+        j->bytes += size;
+        pthread_mutex_unlock(&j->mu);
+        free(src);
+        free(img);
+    }
+}
+
+TEST(compile_every_variant)
+{
+    static struct drv d;
+    struct brasa_err err = {{0}};
+    if (drv_load_nvrtc(&d, &err) != BRASA_OK) {
+        fprintf(stderr, "\n  ********************************************************\n"
+                        "  ** GPU KERNEL COMPILE CHECK NOT RUN: %s\n"
+                        "  ********************************************************\n",
+                err.msg);
+        SKIP("no NVRTC");
+    }
+    int maj = 0, min = 0;
+    d.nvrtcVersion(&maj, &min);
+    struct gpu_variant v[128];
+    struct job j = {.d = &d, .v = v, .n = gpu_all_variants(v, 128)};
+    pthread_mutex_init(&j.mu, NULL);
+    REQUIRE(j.n > 10);
+    int nth = 2;
+    const char *e = getenv("BRASA_TEST_THREADS");
+    if (e && atoi(e) > 0)
+        nth = atoi(e);
+    pthread_t th[16];
+    if (nth > 16)
+        nth = 16;
+    for (int i = 0; i < nth; i++)
+        pthread_create(&th[i], NULL, worker, &j);
+    for (int i = 0; i < nth; i++)
+        pthread_join(th[i], NULL);
+    printf("  NVRTC %d.%d (%s): %d variants x %d archs compiled, %zu KiB of CUBIN, %d failed\n",
+           maj, min, d.nvrtc_path, j.n, N_ARCH, j.bytes >> 10, j.failed);
+    CHECKF(j.failed == 0, "%d compiles failed", j.failed);
+    drv_unload(&d);
+}
+
+TEST(render_defines_first)
+{
+    struct jit_def defs[] = {{"QT", 12}, {"NW", 4}};
+    char *src = NULL;
+    struct brasa_err err = {{0}};
+    REQUIRE(jit_render("matvec.cu", defs, 2, &src, &err) == BRASA_OK);
+    CHECK(strncmp(src, "#define QT 12\n#define NW 4\n", 27) == 0);
+    free(src);
+    CHECK(jit_render("nope.cu", defs, 0, &src, &err) == BRASA_ENOTFOUND);
+}
+
+TEST_MAIN(T(compile_every_variant), T(render_defines_first))
