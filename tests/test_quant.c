@@ -399,5 +399,104 @@ TEST(activation_rounding)
     CHECK(quant_act_row(GGML_TYPE_Q4_K, y, &bk, 256, &err) == BRASA_EUNSUPPORTED);
 }
 
+
+/* ------------------------------------------------------------------ quantizer quality */
+
+static double rmse(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return sqrt(s / (double)n);
+}
+
+/* Dequantizes a whole tensor (malloc'd floats). */
+static float *dequant_tensor(const struct gguf_tensor *t, size_t *n_out)
+{
+    size_t n = (size_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+    float *y = malloc(n * 4);
+    size_t rb = qtype_row_bytes(t->type, t->ne[0]);
+    struct brasa_err err;
+    for (size_t r = 0; r < n / (size_t)t->ne[0]; r++)
+        dequant_row(t->type, (const uint8_t *)t->data + r * rb, y + r * t->ne[0], t->ne[0], &err);
+    *n_out = n;
+    return y;
+}
+
+/* For every NAME.F32.gguf fixture and each type, each tensor that the llama.cpp-made file of
+ * that type stores in that type: brasa's quantize->dequantize RMSE <= 1.02x llama.cpp's. */
+TEST(quantize_quality_vs_llama_cpp)
+{
+    static const struct {
+        uint32_t type;
+        const char *file;
+    } kinds[] = {{GGML_TYPE_Q8_0, "Q8_0"}, {GGML_TYPE_Q4_0, "Q4_0"}, {GGML_TYPE_Q4_K, "Q4_K_M"},
+                 {GGML_TYPE_Q5_K, "Q5_K_M"}, {GGML_TYPE_Q6_K, "Q6_K"}};
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", test_shared_path("fixtures"));
+    DIR *d = opendir(dir);
+    if (!d)
+        SKIP("fixtures not found");
+    int n_tensors = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len < 10 || strcmp(de->d_name + len - 9, ".F32.gguf"))
+            continue;
+        char base[256], path[1536];
+        snprintf(base, sizeof base, "%.*s", (int)(len - 9), de->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        struct gguf_file *f32 = NULL;
+        struct brasa_err err = {{0}};
+        if (gguf_open(&f32, path, &err)) {
+            CHECKF(0, "%s", err.msg);
+            continue;
+        }
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            snprintf(path, sizeof path, "%s/%s.%s.gguf", dir, base, kinds[k].file);
+            struct gguf_file *fq = NULL;
+            if (gguf_open(&fq, path, &err))
+                continue; /* that fixture is not kept */
+            double worst = 0;
+            int same_bytes = 0, count = 0;
+            for (uint64_t ti = 0; ti < fq->n_tensors; ti++) {
+                const struct gguf_tensor *tq = &fq->tensors[ti];
+                const struct gguf_tensor *tf = gguf_find_tensor(f32, tq->name);
+                if (tq->type != kinds[k].type || !tf || tf->type != GGML_TYPE_F32)
+                    continue;
+                size_t n, nq;
+                const float *x = tf->data;
+                float *yl = dequant_tensor(tq, &nq);
+                n = nq;
+                size_t rb = qtype_row_bytes(tq->type, tq->ne[0]);
+                uint8_t *q = malloc(rb * (n / (size_t)tq->ne[0]));
+                float *yb = malloc(n * 4);
+                for (size_t r = 0; r < n / (size_t)tq->ne[0]; r++) {
+                    CHECK(quant_row(tq->type, x + r * tq->ne[0], q + r * rb, tq->ne[0], &err) == 0);
+                    dequant_row(tq->type, q + r * rb, yb + r * tq->ne[0], tq->ne[0], &err);
+                }
+                same_bytes += !memcmp(q, tq->data, rb * (n / (size_t)tq->ne[0]));
+                double eb = rmse(yb, x, n), el = rmse(yl, x, n);
+                CHECKF(eb <= 1.02 * el, "%s %s %s: rmse %.6g vs llama.cpp %.6g", base, kinds[k].file,
+                       tq->name, eb, el);
+                worst = fmax(worst, eb / el);
+                count++;
+                n_tensors++;
+                free(q);
+                free(yb);
+                free(yl);
+            }
+            fprintf(stderr, "  %s %s: %d tensors, worst rmse ratio %.4f, %d byte-identical\n", base,
+                    kinds[k].file, count, worst, same_bytes);
+            gguf_close(fq);
+        }
+        gguf_close(f32);
+    }
+    closedir(d);
+    if (!n_tensors)
+        SKIP("no *.F32.gguf fixture with quantized siblings");
+}
+
 TEST_MAIN(T(type_table), T(dequant_goldens), T(simd_dequant_bit_identical), T(vec_dot_vs_float64),
-          T(matmul_tiles_and_threads), T(activation_rounding))
+          T(matmul_tiles_and_threads), T(activation_rounding),
+          T(quantize_quality_vs_llama_cpp))
