@@ -128,6 +128,14 @@ static bool add_mat(struct tlist *l, const char *name, int64_t in, int64_t out)
     return add(l, name, 2, in, out, INIT_MATRIX, 1.0f / sqrtf((float)in));
 }
 
+/* Scale of the output projections of attention, FFN and DeltaNet (what the residual adds). */
+static float g_out_gain = 1.0f;
+
+static bool add_out_proj(struct tlist *l, const char *name, int64_t in, int64_t out)
+{
+    return add(l, name, 2, in, out, INIT_MATRIX, g_out_gain / sqrtf((float)in));
+}
+
 static bool add_vec(struct tlist *l, const char *name, int64_t n, enum init_kind k)
 {
     return add(l, name, 1, n, 1, k, 0.02f);
@@ -156,7 +164,7 @@ static bool layer_tensors(struct tlist *l, const struct synth_shape *s, int il)
         ok &= add_mat(l, NM("ssm_beta.weight"), E, nv);
         ok &= add_mat(l, NM("ssm_alpha.weight"), E, nv);
         ok &= add_vec(l, NM("ssm_norm.weight"), dk, INIT_NORM);
-        ok &= add_mat(l, NM("ssm_out.weight"), inner, E);
+        ok &= add_out_proj(l, NM("ssm_out.weight"), inner, E);
     } else {
         /* Qwen3.5's full-attention layers project a gate beside each query head. */
         ok &= add_mat(l, NM("attn_q.weight"), E, H * D * (s->full_attn_interval > 0 ? 2 : 1));
@@ -171,13 +179,13 @@ static bool layer_tensors(struct tlist *l, const struct synth_shape *s, int il)
             ok &= add_vec(l, NM("attn_q_norm.weight"), D, INIT_NORM);
             ok &= add_vec(l, NM("attn_k_norm.weight"), D, INIT_NORM);
         }
-        ok &= add_mat(l, NM("attn_output.weight"), H * D, E);
+        ok &= add_out_proj(l, NM("attn_output.weight"), H * D, E);
     }
     ok &= add_vec(l, NM(s->full_attn_interval > 0 ? "post_attention_norm.weight" : "ffn_norm.weight"), E,
                   INIT_NORM);
     ok &= add_mat(l, NM("ffn_gate.weight"), E, F);
     ok &= add_mat(l, NM("ffn_up.weight"), E, F);
-    ok &= add_mat(l, NM("ffn_down.weight"), F, E);
+    ok &= add_out_proj(l, NM("ffn_down.weight"), F, E);
 #undef NM
     return ok;
 }
@@ -186,7 +194,15 @@ static bool model_tensors(struct tlist *l, const struct synth_shape *s)
 {
     /* Output rows scaled so that logits have a spread of a few units (a peaked, not flat,
      * distribution); a tied embedding plays both parts. */
-    float out_scale = 3.0f / sqrtf((float)s->n_embd);
+    float logit_div = s->logit_scale > 0 ? s->logit_scale : 1.0f, emb_mul = s->emb_scale > 0 ? s->emb_scale : 1.0f;
+    float res_mul = s->res_scale > 0 ? s->res_scale : 1.0f;
+    float out_scale = 3.0f * logit_div / sqrtf((float)s->n_embd);
+    /* With a tied embedding a token's own row sits in the residual stream and would win the
+     * next prediction every time (the model would only repeat itself). Layer outputs several
+     * times larger than the embedding keep that bias small: aim each layer's addition at
+     * 4 x max(1, embedding std), before Granite's residual multiplier. */
+    float emb_std = (s->tied ? out_scale : 1.0f) * emb_mul;
+    g_out_gain = 4.0f * fmaxf(1.0f, emb_std) / (res_mul * 0.7f);
     bool ok = add(l, "token_embd.weight", 2, s->n_embd, s->n_vocab, INIT_MATRIX, s->tied ? out_scale : 1.0f);
     for (int il = 0; il < s->n_layer && ok; il++)
         ok = layer_tensors(l, s, il);
