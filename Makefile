@@ -98,6 +98,15 @@ test: $(SERVER)
 test: $(BUILD)/brasa $(TESTS)
 	@sh tests/run.sh $(BUILD)
 
+# Benchmarks: programs that print figures (bench/*.c, each linked with the library).
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCHES   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+bench: $(BENCHES)
+	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build folder.
 test-asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 \

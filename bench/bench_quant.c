@@ -1,0 +1,226 @@
+/* CPU kernel benchmark: the machine's read bandwidth, then per weight format the GB/s of weight
+ * bytes that quant_matmul streams for a matrix-vector product (n_cols = 1), single-threaded and
+ * with all threads, beside that bandwidth (the roofline of a memory-bound product).
+ *
+ *   build/bench/bench_quant [--quick] [--threads N] [--seconds S]
+ *
+ * Weights are random blocks with sane scales. Several copies of each matrix are cycled so that
+ * together they exceed the last-level cache: the figures are DRAM streaming, not cache hits. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/platform.h"
+#include "core/pool.h"
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+
+#define STREAM_BYTES (512ull << 20) /* total of the cycled copies: well above any L3 */
+
+static unsigned long long rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static float rndf(void) { return (float)((rnd() >> 11) * (1.0 / 9007199254740992.0)) * 2 - 1; }
+
+/* ------------------------------------------------------------------ read bandwidth */
+
+struct sum_job {
+    const uint64_t *p;
+    size_t n;
+    uint64_t out[256];
+};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *p, size_t n)
+{
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        a0 = _mm256_add_epi64(a0, _mm256_loadu_si256((const __m256i *)(p + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_loadu_si256((const __m256i *)(p + i + 4)));
+        a2 = _mm256_add_epi64(a2, _mm256_loadu_si256((const __m256i *)(p + i + 8)));
+        a3 = _mm256_add_epi64(a3, _mm256_loadu_si256((const __m256i *)(p + i + 12)));
+    }
+    a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+    uint64_t t[4];
+    _mm256_storeu_si256((__m256i *)t, a0);
+    return t[0] + t[1] + t[2] + t[3];
+}
+#endif
+
+static uint64_t sum_plain(const uint64_t *p, size_t n)
+{
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        a0 += p[i];
+        a1 += p[i + 1];
+        a2 += p[i + 2];
+        a3 += p[i + 3];
+    }
+    return a0 + a1 + a2 + a3;
+}
+
+static void sum_part(void *arg, int ith, int nth)
+{
+    struct sum_job *j = arg;
+    long b, e;
+    pool_range((long)(j->n / 64), ith, nth, &b, &e); /* 512-byte chunks */
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2")) {
+        j->out[ith & 255] += sum_avx2(j->p + b * 64, (size_t)(e - b) * 64);
+        return;
+    }
+#endif
+    j->out[ith & 255] += sum_plain(j->p + b * 64, (size_t)(e - b) * 64);
+}
+
+static double read_bandwidth(struct pool *pool, const uint64_t *buf, size_t bytes, double secs)
+{
+    struct sum_job j = {buf, bytes / 8, {0}};
+    double best = 0, t_end = plat_now() + secs;
+    do {
+        double t0 = plat_now();
+        pool_run(pool, sum_part, &j);
+        double dt = plat_now() - t0;
+        best = fmax(best, (double)bytes / dt);
+    } while (plat_now() < t_end);
+    if (j.out[0] == 42)
+        fprintf(stderr, " "); /* keep the sums alive */
+    return best / 1e9;
+}
+
+/* ------------------------------------------------------------------ matmul */
+
+static void fill_weights(uint32_t type, uint8_t *w, size_t bytes)
+{
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        uint64_t r = rnd();
+        memcpy(w + i, &r, 8);
+    }
+    const struct qtype_info *q = qtype_get(type);
+    size_t bb = q->block_bytes, nb = bytes / bb;
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t *p = w + b * bb;
+        uint16_t h[2] = {f32_to_fp16(0.01f * (1 + rndf())), f32_to_fp16(0.01f * (1 + rndf()))};
+        float f = rndf();
+        switch (type) {
+        case GGML_TYPE_F32: memcpy(p, &f, 4); break;
+        case GGML_TYPE_F16: h[0] = f32_to_fp16(f); memcpy(p, h, 2); break;
+        case GGML_TYPE_BF16: h[0] = f32_to_bf16(f); memcpy(p, h, 2); break;
+        case GGML_TYPE_Q2_K: memcpy(p + 80, h, 4); break;
+        case GGML_TYPE_Q3_K: memcpy(p + 108, h, 2); break;
+        case GGML_TYPE_Q6_K: memcpy(p + 208, h, 2); break;
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: memcpy(p, h, 2); break;
+        default: memcpy(p, h, 4); break;
+        }
+    }
+}
+
+/* GB/s of weight bytes for y = W x, cycling over copies of W. */
+static double bench_matmul(struct pool *pool, uint32_t type, int64_t rows, int64_t k,
+                           uint8_t *const *copies, int n_copies, const float *x, float *y,
+                           void *scratch, double secs)
+{
+    size_t wbytes = qtype_row_bytes(type, k) * (size_t)rows;
+    quant_matmul(pool, type, copies[0], rows, k, x, 1, y, scratch); /* warm-up */
+    double t0 = plat_now(), t;
+    long iters = 0;
+    do {
+        quant_matmul(pool, type, copies[iters % n_copies], rows, k, x, 1, y, scratch);
+        iters++;
+        t = plat_now() - t0;
+    } while (t < secs || iters < 3);
+    return (double)wbytes * (double)iters / t / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    int n_threads = plat_ncpu();
+    double secs = 0.25;
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            secs = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else {
+            fprintf(stderr, "usage: bench_quant [--quick] [--threads N] [--seconds S]\n");
+            return 2;
+        }
+    }
+    if (n_threads < 1)
+        n_threads = 1;
+    struct brasa_err err = {{0}};
+    struct pool *p1 = NULL, *pn = NULL;
+    if (pool_new(&p1, 1, &err) || pool_new(&pn, n_threads, &err)) {
+        fprintf(stderr, "bench_quant: %s\n", err.msg);
+        return 1;
+    }
+    uint8_t *big = malloc(STREAM_BYTES);
+    if (!big) {
+        fprintf(stderr, "bench_quant: cannot allocate %llu MiB\n", STREAM_BYTES >> 20);
+        return 1;
+    }
+    for (size_t i = 0; i < STREAM_BYTES; i += 4096)
+        big[i] = (uint8_t)i;
+    memset(big, 1, STREAM_BYTES);
+    double bw1 = read_bandwidth(p1, (const uint64_t *)big, STREAM_BYTES, 0.6);
+    double bwn = read_bandwidth(pn, (const uint64_t *)big, STREAM_BYTES, 0.6);
+    free(big);
+    printf("read bandwidth (sum of %llu MiB): 1 thread %.1f GB/s, %d threads %.1f GB/s\n\n",
+           STREAM_BYTES >> 20, bw1, n_threads, bwn);
+
+    static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_0,
+                                     GGML_TYPE_Q5_K, GGML_TYPE_Q4_0, GGML_TYPE_F16,
+                                     GGML_TYPE_BF16, GGML_TYPE_F32, GGML_TYPE_Q4_1,
+                                     GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q3_K,
+                                     GGML_TYPE_Q2_K};
+    static const int64_t shapes[][2] = {{4096, 4096}, {14336, 4096}}; /* rows, k */
+    int n_types = quick ? 5 : (int)(sizeof types / sizeof types[0]);
+    printf("matrix-vector product y = W x (n_cols = 1), GB/s of weight bytes; %% = of the read "
+           "bandwidth with the same threads\n");
+    printf("%-6s %-12s %9s %8s %7s %9s %7s %10s\n", "type", "rows x k", "MiB", "1 thr", "%",
+           "all thr", "%", "roof ms");
+    for (int s = 0; s < (quick ? 1 : 2); s++) {
+        int64_t rows = shapes[s][0], k = shapes[s][1];
+        float *x = malloc((size_t)k * 4), *y = malloc((size_t)rows * 4);
+        for (int64_t i = 0; i < k; i++)
+            x[i] = rndf();
+        for (int ti = 0; ti < n_types; ti++) {
+            uint32_t t = types[ti];
+            size_t wbytes = qtype_row_bytes(t, k) * (size_t)rows;
+            int n_copies = (int)((STREAM_BYTES / 2 + wbytes - 1) / wbytes);
+            uint8_t **copies = malloc(sizeof *copies * (size_t)n_copies);
+            for (int c = 0; c < n_copies; c++) {
+                copies[c] = malloc(wbytes);
+                fill_weights(t, copies[c], wbytes);
+            }
+            void *scratch = malloc(quant_matmul_scratch_bytes(t, k, 1) + 64);
+            double g1 = bench_matmul(p1, t, rows, k, copies, n_copies, x, y, scratch, secs);
+            double gn = bench_matmul(pn, t, rows, k, copies, n_copies, x, y, scratch, secs);
+            char shape[32];
+            snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)k);
+            printf("%-6s %-12s %9.1f %8.1f %6.0f%% %9.1f %6.0f%% %10.3f\n", qtype_get(t)->name,
+                   shape, (double)wbytes / (1 << 20), g1, 100 * g1 / bw1, gn, 100 * gn / bwn,
+                   (double)wbytes / (bwn * 1e9) * 1e3);
+            fflush(stdout);
+            for (int c = 0; c < n_copies; c++)
+                free(copies[c]);
+            free(copies);
+            free(scratch);
+        }
+        free(x);
+        free(y);
+    }
+    pool_free(p1);
+    pool_free(pn);
+    return 0;
+}
