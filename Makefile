@@ -16,7 +16,9 @@ OBJ      := $(SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(sort $(wildcard app/cli/*.c))
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
-TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# EXE: the executables' suffix (".exe" for `make windows`)
+EXE      ?=
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%$(EXE))
 TEST_COMMON := $(filter-out $(TEST_SRC) tests/fuzz_%.c,$(sort $(wildcard tests/*.c)))
 TEST_COMMON_OBJ := $(TEST_COMMON:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libbrasa.a
@@ -28,7 +30,7 @@ EMBED_OBJ := $(BUILD)/gen/embedded.o
 
 .PHONY: all test test-asan bench fuzz clean format run
 .SECONDARY:
-all: $(BUILD)/brasa
+all: $(BUILD)/brasa$(EXE)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -45,10 +47,10 @@ $(LIB): $(OBJ) $(EMBED_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/brasa: $(CLI_OBJ) $(LIB)
+$(BUILD)/brasa$(EXE): $(CLI_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(LIB)
+$(BUILD)/tests/%$(EXE): $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_COMMON_OBJ) $(LIB) $(LDLIBS)
 
 # brasa-server (app/server/): the HTTP API and the dashboard, on libmicrohttpd and jansson.
@@ -113,6 +115,24 @@ test-asan:
 	  CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  LDLIBS="-lm -lpthread -ldl -fsanitize=address,undefined" test
 
+# Windows (x86-64): cross-compiled with mingw-w64 into build-win: brasa.exe and the test
+# binaries, CPU only (the GPU drivers are loaded at run time; brasa-server stays Linux-only).
+# POSIX calls mingw lacks come from src/core/win32 (see posix_compat.h); threads are mingw's
+# winpthreads, linked statically like the C runtime, so the .exe files need no DLLs.
+# `make test-windows` runs the suite under wine (WINEPREFIX inside build-win).
+WIN_CC    ?= x86_64-w64-mingw32-gcc
+WIN_BUILD ?= build-win
+WIN_FLAGS  = BUILD=$(WIN_BUILD) CC=$(WIN_CC) EXE=.exe SERVER_FOUND= \
+  CFLAGS="-D__USE_MINGW_ANSI_STDIO=1 -Isrc/core/win32 -include core/win32/posix_compat.h" \
+  LDLIBS="-static -lm -lpthread"
+WIN_TESTS := $(filter-out %/test_server.exe,$(TEST_SRC:tests/%.c=$(WIN_BUILD)/tests/%.exe))
+.PHONY: windows test-windows
+windows:
+	$(MAKE) $(WIN_FLAGS) $(WIN_BUILD)/brasa.exe $(WIN_TESTS)
+
+test-windows: windows
+	@sh tools/wine-test.sh $(WIN_BUILD)
+
 # The GGUF parser under libFuzzer (clang), in its own build folder. Seeds: the shared .gguf files
 # under 3 MB, and copies of them with every tensor cut to one row (small files that pass every
 # check); runs for FUZZ_SECONDS.
@@ -143,7 +163,7 @@ fuzz:
 	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-win
 
 format:
 	clang-format -i $(SRC) $(CLI_SRC) $(TEST_SRC) $(wildcard src/*/*.h)

@@ -1,61 +1,18 @@
+/* platform.c: what is portable, and the POSIX half of platform.h (platform_win32.c holds
+ * the Windows half). */
 #include "core/platform.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
-brasa_status plat_map_file(struct plat_map *m, const char *path, struct brasa_err *err)
-{
-    memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return brasa_fail(err, BRASA_EIO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return brasa_fail(err, BRASA_EIO, "cannot stat '%s': %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return brasa_fail(err, BRASA_EIO, "'%s' is not a regular file", path);
-    }
-    m->size = (size_t)st.st_size;
-    if (m->size == 0) {
-        close(fd);
-        m->data = "";
-        return BRASA_OK;
-    }
-    void *p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (p == MAP_FAILED)
-        return brasa_fail(err, BRASA_EIO, "cannot map '%s': %s", path, strerror(e));
-    m->data = p;
-    m->handle_ = p;
-    return BRASA_OK;
-}
-
-void plat_unmap(struct plat_map *m)
-{
-    if (m->handle_)
-        munmap(m->handle_, m->size);
-    memset(m, 0, sizeof *m);
-}
 
 brasa_status plat_read_file(const char *path, size_t max_size, char **data, size_t *size,
                             struct brasa_err *err)
 {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
+    FILE *f = plat_fopen(path, "rb");
     if (!f)
         return brasa_fail(err, BRASA_EIO, "cannot open '%s': %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
@@ -98,6 +55,63 @@ brasa_status plat_read_file(const char *path, size_t max_size, char **data, size
     return BRASA_OK;
 }
 
+#ifndef _WIN32
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* buf = base + sub, or an error when it does not fit. */
+static brasa_status cache_from(char *buf, size_t cap, const char *base, const char *sub,
+                               struct brasa_err *err)
+{
+    int n = snprintf(buf, cap, "%s%s", base, sub);
+    if (n < 0 || (size_t)n >= cap)
+        return brasa_fail(err, BRASA_EINVAL, "the cache folder path '%s%s' is too long", base, sub);
+    return BRASA_OK;
+}
+
+brasa_status plat_map_file(struct plat_map *m, const char *path, struct brasa_err *err)
+{
+    memset(m, 0, sizeof *m);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return brasa_fail(err, BRASA_EIO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return brasa_fail(err, BRASA_EIO, "cannot stat '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return brasa_fail(err, BRASA_EIO, "'%s' is not a regular file", path);
+    }
+    m->size = (size_t)st.st_size;
+    if (m->size == 0) {
+        close(fd);
+        m->data = "";
+        return BRASA_OK;
+    }
+    void *p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED)
+        return brasa_fail(err, BRASA_EIO, "cannot map '%s': %s", path, strerror(e));
+    m->data = p;
+    m->handle_ = p;
+    return BRASA_OK;
+}
+
+void plat_unmap(struct plat_map *m)
+{
+    if (m->handle_)
+        munmap(m->handle_, m->size);
+    memset(m, 0, sizeof *m);
+}
+
 void *plat_dlopen(const char *name) { return dlopen(name, RTLD_NOW | RTLD_LOCAL); }
 void *plat_dlsym(void *lib, const char *sym) { return dlsym(lib, sym); }
 void plat_dlclose(void *lib)
@@ -138,3 +152,53 @@ size_t plat_rss_bytes(void)
         return 0;
     return (size_t)rss * (size_t)sysconf(_SC_PAGESIZE);
 }
+
+int plat_pid(void) { return (int)getpid(); }
+
+void *plat_aligned_alloc(size_t align, size_t size)
+{
+    void *p = NULL;
+    return posix_memalign(&p, align, size ? size : 1) == 0 ? p : NULL;
+}
+
+void plat_aligned_free(void *p) { free(p); }
+
+FILE *plat_fopen(const char *path, const char *mode) { return fopen(path, mode); }
+
+void plat_console_utf8(void) {}
+
+brasa_status plat_mkdirs(const char *path, struct brasa_err *err)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return brasa_fail(err, BRASA_EINVAL, "bad folder path '%s'", path);
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != 0)
+            continue;
+        char c = buf[i];
+        buf[i] = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return brasa_fail(err, BRASA_EIO, "cannot create folder '%s': %s", buf, strerror(errno));
+        buf[i] = c;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return brasa_fail(err, BRASA_EIO, "'%s' exists and is not a folder", path);
+    return BRASA_OK;
+}
+
+brasa_status plat_cache_dir(char *buf, size_t cap, struct brasa_err *err)
+{
+    const char *e = getenv("BRASA_CACHE");
+    if (e && *e)
+        return cache_from(buf, cap, e, "", err);
+    if ((e = getenv("XDG_CACHE_HOME")) && *e)
+        return cache_from(buf, cap, e, "/brasa", err);
+    if ((e = getenv("HOME")) && *e)
+        return cache_from(buf, cap, e, "/.cache/brasa", err);
+    return brasa_fail(err, BRASA_EINVAL, "no cache folder: set BRASA_CACHE (or HOME)");
+}
+
+#endif /* !_WIN32 */

@@ -1,10 +1,15 @@
 /* Everything that differs between operating systems lives behind this header:
- * file mapping, dynamic loading, clocks, CPU count, terminal checks. */
+ * file mapping, dynamic loading, clocks, CPU count, terminal checks, paths, the console.
+ * platform.c holds the POSIX half (and what is portable), platform_win32.c the Windows half.
+ * Threads are POSIX threads everywhere: on Windows, mingw-w64's winpthreads (linked
+ * statically) maps them onto Win32 threads, SRW locks and condition variables.
+ * Paths are UTF-8 on every system; on Windows they are converted to UTF-16 here. */
 #ifndef BRASA_PLATFORM_H
 #define BRASA_PLATFORM_H
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include "core/status.h"
 
 /* A read-only mapping of a whole file. */
@@ -29,5 +34,29 @@ double plat_now(void);       /* monotonic seconds */
 int plat_ncpu(void);         /* online CPUs, >= 1 */
 bool plat_isatty(int fd);
 size_t plat_rss_bytes(void); /* resident memory of this process, 0 if unknown */
+int plat_pid(void);
+
+/* Memory aligned to `align` (a power of two, at least sizeof(void *)); NULL when out of memory.
+ * Free it with plat_aligned_free: on Windows it cannot go to free(). */
+void *plat_aligned_alloc(size_t align, size_t size);
+void plat_aligned_free(void *p);
+
+/* fopen with a UTF-8 path (plain fopen on POSIX). */
+FILE *plat_fopen(const char *path, const char *mode);
+/* Makes the console print UTF-8 (Windows code page 65001); nothing to do on POSIX. */
+void plat_console_utf8(void);
+
+#ifdef _WIN32
+#define PLAT_DIR_SEP '\\'
+#define PLAT_DLL_SUFFIX ".dll"
+#else
+#define PLAT_DIR_SEP '/'
+#define PLAT_DLL_SUFFIX ".so"
+#endif
+/* Creates a directory and its parents (like mkdir -p); BRASA_OK if it exists already. */
+brasa_status plat_mkdirs(const char *path, struct brasa_err *err);
+/* The per-user cache folder for brasa: $BRASA_CACHE, else $XDG_CACHE_HOME/brasa or
+ * $HOME/.cache/brasa (POSIX), %LOCALAPPDATA%\brasa (Windows). Not created here. */
+brasa_status plat_cache_dir(char *buf, size_t cap, struct brasa_err *err);
 
 #endif

@@ -22,12 +22,20 @@ struct brasa_err {
     char msg[BRASA_ERR_MAX];
 };
 
+/* mingw-w64 checks plain "printf" formats against msvcrt's printf, which lacks %zu and %lld;
+ * Windows builds use mingw's C99 printf (__USE_MINGW_ANSI_STDIO), so check against that. */
+#ifdef __MINGW32__
+#define BRASA_PRINTF gnu_printf
+#else
+#define BRASA_PRINTF printf
+#endif
+
 /* Formats the message into err (if non-NULL) and returns st. */
 brasa_status brasa_fail(struct brasa_err *err, brasa_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(BRASA_PRINTF, 3, 4)));
 /* Prepends "prefix: " to an existing message (adds context while unwinding). */
 brasa_status brasa_wrap(struct brasa_err *err, brasa_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(BRASA_PRINTF, 3, 4)));
 const char *brasa_status_name(brasa_status st);
 
 #endif
