@@ -1,0 +1,1180 @@
+/* gpu: the CUDA backend (device, weights, launch plans, eager and graph executors). */
+#include "gpu/gpu.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/platform.h"
+#include "gpu/drv.h"
+#include "gpu/jit.h"
+#include "gpu/kcache.h"
+#include "gpu/mem.h"
+#include "gpu/variants.h"
+
+/* ggml type ids used here (values of quant/quant.h's enum) */
+enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q8_0 = 8, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14,
+       T_BF16 = 30 };
+
+/* bytes per block and elements per block; 0 for types without GPU kernels */
+static void type_block(uint32_t t, size_t *bytes, int *elems)
+{
+    *bytes = 0;
+    *elems = 1;
+    switch (t) {
+    case T_F32: *bytes = 4; break;
+    case T_F16: case T_BF16: *bytes = 2; break;
+    case T_Q4_0: *bytes = 18; *elems = 32; break;
+    case T_Q8_0: *bytes = 34; *elems = 32; break;
+    case T_Q4_K: *bytes = 144; *elems = 256; break;
+    case T_Q5_K: *bytes = 176; *elems = 256; break;
+    case T_Q6_K: *bytes = 210; *elems = 256; break;
+    default: break;
+    }
+}
+
+static size_t row_bytes(uint32_t t, int64_t n)
+{
+    size_t b;
+    int e;
+    type_block(t, &b, &e);
+    if (b == 0 || n % e)
+        return 0;
+    return (size_t)(n / e) * b;
+}
+
+/* activation conversion mode of quant_act for a weight type (see quantize.cu) */
+static int quant_mode(uint32_t t)
+{
+    switch (t) {
+    case T_Q4_0: case T_Q8_0: return 0;
+    case T_Q4_K: case T_Q5_K: case T_Q6_K: return 1;
+    case T_F16: return 2;
+    case T_BF16: return 3;
+    default: return 4;
+    }
+}
+
+struct wmap {
+    const void *host;
+    CUdeviceptr dev;
+    size_t bytes;
+};
+
+struct mv_kernel {
+    uint32_t wtype;
+    int nc;          /* requested columns per pass */
+    int nw, ncv;     /* chosen variant's warps per block and columns per pass */
+    CUmodule mod;
+    CUfunction fn;
+};
+
+enum { K_GET_ROWS, K_NORM, K_ELT, K_VIEW, K_ROPE, K_KV, K_ATTN, K_MERGE, K_CONV, K_GATES, K_DELTA,
+       K_ARGMAX, K_QUANT, K_COUNT };
+static const char *const k_names[K_COUNT] = {"get_rows", "norm_rows", "eltwise", "view", "rope",
+                                             "kv_store", "attn", "attn_merge", "conv1d", "gates",
+                                             "deltanet", "argmax", "quant_act"};
+
+struct gpu {
+    struct drv d;
+    CUdevice dev;
+    CUcontext ctx;
+    struct jit jit;
+    struct gmem mem;
+    CUmodule m_ops, m_quant;
+    CUfunction k[K_COUNT];
+    struct mv_kernel mv[32];
+    int n_mv;
+    struct wmap *w;
+    int nw, capw;
+    uint64_t weight_bytes;
+    int n_sm, smem_optin;
+    char name[128];
+    struct gpu_opts o;
+    pthread_mutex_t mu;
+};
+
+#define MAX_ARGS 14
+union argv {
+    CUdeviceptr p;
+    int i;
+    float f;
+    long long l;
+};
+
+struct launch {
+    CUfunction fn;
+    const char *kname;
+    int node;
+    unsigned gx, gy, gz, bx, shmem;
+    int nargs;
+    union argv v[MAX_ARGS];
+};
+
+struct plan {
+    const struct graph *g;
+    int n_tok, n_nodes, n_ctx;
+    struct launch *l;
+    int nl, capl;
+    unsigned gen;
+    CUgraphExec exec;
+    size_t out_bytes;
+    int out_node;
+};
+
+#define MAX_PLANS 4
+struct gpu_sess {
+    struct gpu *g;
+    CUstream st;
+    CUevent ev0, ev1;
+    struct wmap *states;
+    int ns, caps;
+    CUdeviceptr ws;         /* workspace: arena + quantized activations + attention partials */
+    size_t ws_cap;
+    unsigned ws_gen;
+    CUdeviceptr d_pos, d_tok;
+    int tok_cap;
+    struct plan plans[MAX_PLANS];
+    float *out;
+    size_t out_cap;
+    const char *dump;
+    bool use_graph, fuse;
+    float last_ms;
+};
+
+/* ---------------------------------------------------------------- device */
+
+#define CK(call, ...)                                                    \
+    do {                                                                 \
+        brasa_status st_ = DRV_CALL(&g->d, err, call, __VA_ARGS__);      \
+        if (st_ != BRASA_OK)                                             \
+            return st_;                                                  \
+    } while (0)
+
+static brasa_status load_fixed(struct gpu *g, struct brasa_err *err)
+{
+    brasa_status st;
+    if ((st = jit_module(&g->jit, "ops.cu", NULL, 0, &g->m_ops, err)) ||
+        (st = jit_module(&g->jit, "quantize.cu", NULL, 0, &g->m_quant, err)))
+        return st;
+    for (int i = 0; i < K_COUNT; i++) {
+        CUmodule m = i == K_QUANT ? g->m_quant : g->m_ops;
+        if ((st = jit_function(&g->jit, m, k_names[i], &g->k[i], NULL, err)) != BRASA_OK)
+            return st;
+    }
+    return BRASA_OK;
+}
+
+brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_err *err)
+{
+    *out = NULL;
+    struct gpu *g = calloc(1, sizeof *g);
+    if (!g)
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    if (o)
+        g->o = *o;
+    const char *e = getenv("BRASA_GPU_TIMEOUT");
+    if (g->o.timeout_s <= 0)
+        g->o.timeout_s = e && atof(e) > 0 ? atof(e) : 60.0;
+    if (g->o.duty <= 0 && (e = getenv("BRASA_GPU_DUTY")) && atof(e) > 0 && atof(e) < 1)
+        g->o.duty = atof(e);
+    pthread_mutex_init(&g->mu, NULL);
+    brasa_status st = drv_load(&g->d, err);
+    if (st != BRASA_OK) {
+        free(g);
+        return st;
+    }
+    int maj = 0, min = 0;
+    if ((st = DRV_CALL(&g->d, err, cuDeviceGet, &g->dev, 0)) ||
+        (st = DRV_CALL(&g->d, err, cuDevicePrimaryCtxRetain, &g->ctx, g->dev)) ||
+        (st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
+        (st = DRV_CALL(&g->d, err, cuDeviceGetName, g->name, (int)sizeof g->name, g->dev)) ||
+        (st = DRV_CALL(&g->d, err, cuDeviceGetAttribute, &maj,
+                       CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g->dev)) ||
+        (st = DRV_CALL(&g->d, err, cuDeviceGetAttribute, &min,
+                       CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->dev)) ||
+        (st = DRV_CALL(&g->d, err, cuDeviceGetAttribute, &g->n_sm,
+                       CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->dev)) ||
+        (st = DRV_CALL(&g->d, err, cuDeviceGetAttribute, &g->smem_optin,
+                       CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev))) {
+        gpu_close(g);
+        return st;
+    }
+    if (maj < 7 || (maj == 7 && min < 5)) {
+        gpu_close(g);
+        return brasa_fail(err, BRASA_EUNSUPPORTED, "%s (sm_%d%d) is older than brasa supports "
+                          "(sm_75 and newer)", g->name, maj, min);
+    }
+    g->jit.d = &g->d;
+    g->jit.arch = maj * 10 + min;
+    g->d.cuDriverGetVersion(&g->jit.driver_ver);
+    snprintf(g->jit.dev_name, sizeof g->jit.dev_name, "%s", g->name);
+    g->jit.verbose = g->o.verbose;
+    g->jit.lineinfo = getenv("BRASA_GPU_LINEINFO") != NULL;
+    if (!kcache_dir(g->jit.cache_dir, sizeof g->jit.cache_dir))
+        g->jit.cache_dir[0] = 0;
+    size_t budget = 0;
+    if ((e = getenv("BRASA_GPU_MEM_MB")) && atol(e) > 0)
+        budget = (size_t)atol(e) << 20;
+    gmem_init(&g->mem, &g->d, budget);
+    if ((st = load_fixed(g, err)) != BRASA_OK) {
+        gpu_close(g);
+        return st;
+    }
+    if (g->o.verbose)
+        fprintf(stderr, "brasa: GPU %s (sm_%d, %d SMs, driver %d), kernel cache %s\n", g->name,
+                g->jit.arch, g->n_sm, g->jit.driver_ver,
+                g->jit.cache_dir[0] ? g->jit.cache_dir : "off");
+    *out = g;
+    return BRASA_OK;
+}
+
+void gpu_close(struct gpu *g)
+{
+    if (!g)
+        return;
+    if (g->d.lib_cuda) {
+        g->d.cuCtxSetCurrent(g->ctx);
+        for (int i = 0; i < g->nw; i++)
+            gmem_free(&g->mem, g->w[i].dev);
+        for (int i = 0; i < g->n_mv; i++)
+            g->d.cuModuleUnload(g->mv[i].mod);
+        if (g->m_ops)
+            g->d.cuModuleUnload(g->m_ops);
+        if (g->m_quant)
+            g->d.cuModuleUnload(g->m_quant);
+        int leaks = gmem_shutdown(&g->mem, stderr);
+        if (leaks)
+            fprintf(stderr, "brasa: %d GPU allocations leaked\n", leaks);
+        if (g->ctx)
+            g->d.cuDevicePrimaryCtxRelease(g->dev);
+    }
+    drv_unload(&g->d);
+    free(g->w);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+const char *gpu_device_name(const struct gpu *g) { return g->name; }
+uint64_t gpu_weight_bytes(const struct gpu *g) { return g->weight_bytes; }
+void gpu_mem_report(const struct gpu *g, FILE *f) { gmem_report(&g->mem, f); }
+
+void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *compiled,
+                   int *cached)
+{
+    *compile_s = g->jit.compile_s;
+    *load_s = g->jit.load_s;
+    *compiled = g->jit.n_compiled;
+    *cached = g->jit.n_cached;
+}
+
+/* The matvec kernel for a weight type: the first variant that compiles and does not spill. */
+static brasa_status get_mv(struct gpu *g, uint32_t wtype, int nc, struct mv_kernel **out,
+                           struct brasa_err *err)
+{
+    for (int i = 0; i < g->n_mv; i++)
+        if (g->mv[i].wtype == wtype && g->mv[i].nc == nc) {
+            *out = &g->mv[i];
+            return BRASA_OK;
+        }
+    if (g->n_mv == 32)
+        return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
+    struct gpu_variant v[4];
+    int nv = gpu_matvec_variants(wtype, nc, v, 4);
+    if (nv == 0)
+        return brasa_fail(err, BRASA_EUNSUPPORTED,
+                          "weight type %u has no GPU matrix kernel (supported: F32, F16, BF16, "
+                          "Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)", wtype);
+    brasa_status st = BRASA_OK;
+    for (int k = 0; k < nv; k++) {
+        struct mv_kernel m = {.wtype = wtype, .nc = nc, .nw = (int)v[k].defs[1].value,
+                              .ncv = (int)v[k].defs[2].value};
+        if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
+            continue;
+        int regs = 0;
+        if ((st = jit_function(&g->jit, m.mod, "matvec", &m.fn, &regs, err)) != BRASA_OK) {
+            if (g->o.verbose)
+                fprintf(stderr, "brasa: rejected matvec type %u NW=%d NC=%d: %s\n", wtype, m.nw,
+                        m.ncv, err->msg);
+            g->d.cuModuleUnload(m.mod);
+            continue;
+        }
+        if (g->o.verbose)
+            fprintf(stderr, "brasa: matvec type %u: NW=%d NC=%d (%d registers)\n", wtype, m.nw,
+                    m.ncv, regs);
+        g->mv[g->n_mv] = m;
+        *out = &g->mv[g->n_mv++];
+        return BRASA_OK;
+    }
+    return brasa_wrap(err, st, "no usable matvec variant for type %u", wtype);
+}
+
+/* Device copy of a weight (uploaded on first use; tied tensors share one copy). */
+static brasa_status weight_dev(struct gpu *g, const struct graph_node *n, CUdeviceptr *out,
+                               struct brasa_err *err)
+{
+    for (int i = 0; i < g->nw; i++)
+        if (g->w[i].host == n->data) {
+            *out = g->w[i].dev;
+            return BRASA_OK;
+        }
+    size_t rb = row_bytes(n->type, n->ne[0]);
+    if (rb == 0)
+        return brasa_fail(err, BRASA_EUNSUPPORTED, "weight %s has type %u, which the GPU backend "
+                          "does not read", n->name, n->type);
+    size_t bytes = rb * (size_t)(n->ne[1] * n->ne[2] * n->ne[3]);
+    if (g->nw == g->capw) {
+        int nc = g->capw ? 2 * g->capw : 256;
+        struct wmap *nwm = realloc(g->w, (size_t)nc * sizeof *nwm);
+        if (!nwm)
+            return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+        g->w = nwm;
+        g->capw = nc;
+    }
+    CUdeviceptr p;
+    brasa_status st = gmem_alloc(&g->mem, &p, bytes, n->name, "weights", err);
+    if (st != BRASA_OK)
+        return st;
+    if ((st = DRV_CALL(&g->d, err, cuMemcpyHtoD, p, n->data, bytes)) != BRASA_OK) {
+        gmem_free(&g->mem, p);
+        return brasa_wrap(err, st, "uploading %s", n->name);
+    }
+    g->w[g->nw++] = (struct wmap){n->data, p, bytes};
+    g->weight_bytes += bytes;
+    *out = p;
+    return BRASA_OK;
+}
+
+/* ---------------------------------------------------------------- sessions */
+
+brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err *err)
+{
+    *out = NULL;
+    struct gpu_sess *s = calloc(1, sizeof *s);
+    if (!s)
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    s->g = g;
+    const char *e = getenv("BRASA_GPU_GRAPH");
+    s->use_graph = !(e && strcmp(e, "0") == 0);
+    e = getenv("BRASA_GPU_FUSE");
+    s->fuse = !(e && strcmp(e, "0") == 0);
+    s->dump = getenv("BRASA_DUMP");
+    brasa_status st;
+    if ((st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
+        (st = DRV_CALL(&g->d, err, cuStreamCreate, &s->st, CU_STREAM_NON_BLOCKING)) ||
+        (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev0, CU_EVENT_DEFAULT)) ||
+        (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev1, CU_EVENT_DEFAULT)) ||
+        (st = gmem_alloc(&g->mem, &s->d_pos, sizeof(int), "position", "session", err))) {
+        gpu_sess_free(s);
+        return st;
+    }
+    *out = s;
+    return BRASA_OK;
+}
+
+static void plan_clear(struct gpu_sess *s, struct plan *p)
+{
+    if (p->exec)
+        s->g->d.cuGraphExecDestroy(p->exec);
+    free(p->l);
+    memset(p, 0, sizeof *p);
+}
+
+void gpu_sess_free(struct gpu_sess *s)
+{
+    if (!s)
+        return;
+    struct gpu *g = s->g;
+    g->d.cuCtxSetCurrent(g->ctx);
+    if (s->st)
+        g->d.cuStreamSynchronize(s->st);
+    for (int i = 0; i < MAX_PLANS; i++)
+        plan_clear(s, &s->plans[i]);
+    for (int i = 0; i < s->ns; i++)
+        gmem_free(&g->mem, s->states[i].dev);
+    gmem_free(&g->mem, s->ws);
+    gmem_free(&g->mem, s->d_pos);
+    gmem_free(&g->mem, s->d_tok);
+    if (s->ev0)
+        g->d.cuEventDestroy(s->ev0);
+    if (s->ev1)
+        g->d.cuEventDestroy(s->ev1);
+    if (s->st)
+        g->d.cuStreamDestroy(s->st);
+    free(s->states);
+    free(s->out);
+    free(s);
+}
+
+static size_t node_elems(const struct graph_node *n)
+{
+    return (size_t)(n->ne[0] * n->ne[1] * n->ne[2] * n->ne[3]);
+}
+
+static brasa_status state_dev(struct gpu_sess *s, const struct graph_node *n, CUdeviceptr *out,
+                              struct brasa_err *err)
+{
+    for (int i = 0; i < s->ns; i++)
+        if (s->states[i].host == n->data) {
+            *out = s->states[i].dev;
+            return BRASA_OK;
+        }
+    size_t bytes = node_elems(n) * (n->type == T_F16 ? 2 : 4);
+    if (s->ns == s->caps) {
+        int nc = s->caps ? 2 * s->caps : 64;
+        struct wmap *nm = realloc(s->states, (size_t)nc * sizeof *nm);
+        if (!nm)
+            return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+        s->states = nm;
+        s->caps = nc;
+    }
+    CUdeviceptr p;
+    struct gpu *g = s->g;
+    brasa_status st = gmem_alloc(&g->mem, &p, bytes, n->name, "state", err);
+    if (st == BRASA_OK && (st = DRV_CALL(&g->d, err, cuMemsetD8Async, p, 0, bytes, s->st)) != BRASA_OK)
+        gmem_free(&g->mem, p);
+    if (st != BRASA_OK)
+        return st;
+    s->states[s->ns++] = (struct wmap){n->data, p, bytes};
+    *out = p;
+    return BRASA_OK;
+}
+
+brasa_status gpu_sess_reset(struct gpu_sess *s, struct brasa_err *err)
+{
+    struct gpu *g = s->g;
+    CK(cuCtxSetCurrent, g->ctx);
+    for (int i = 0; i < s->ns; i++)
+        CK(cuMemsetD8Async, s->states[i].dev, 0, s->states[i].bytes, s->st);
+    CK(cuStreamSynchronize, s->st);
+    return BRASA_OK;
+}
+
+uint64_t gpu_sess_bytes(const struct gpu_sess *s)
+{
+    uint64_t b = s->ws_cap;
+    for (int i = 0; i < s->ns; i++)
+        b += s->states[i].bytes;
+    return b;
+}
+
+const float *gpu_sess_output(const struct gpu_sess *s) { return s->out; }
+double gpu_sess_last_ms(const struct gpu_sess *s) { return s->last_ms; }
+
+/* ---------------------------------------------------------------- plans */
+
+static int wants_dump(const char *list, const char *name)
+{
+    if (!list)
+        return 0;
+    if (strcmp(list, "all") == 0)
+        return 1;
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == len && memcmp(p, name, l) == 0)
+            return 1;
+        p += l + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+/* Plan building context. */
+struct pb {
+    struct gpu_sess *s;
+    const struct graph *g;
+    struct plan *p;
+    CUdeviceptr ws, xq, xd, xf, part;
+    int *nuse;       /* consumers per node */
+    int *normsrc;    /* MATMUL: the RMS_NORM folded into its activation conversion, or -1 */
+    int *resadd;     /* MATMUL: the ADD folded into its epilogue, or -1 */
+    int *ropekv;     /* ROPE: the KV_STORE folded into it, or -1 */
+    bool *skip;
+    int q_src, q_mode; /* what the activation scratch holds now */
+    struct brasa_err *err;
+};
+
+static struct launch *L(struct pb *b, int kid_or_neg, CUfunction fn, const char *kname, int node,
+                        unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned shmem)
+{
+    struct plan *p = b->p;
+    if (p->nl == p->capl) {
+        int nc = p->capl ? 2 * p->capl : 256;
+        struct launch *nl = realloc(p->l, (size_t)nc * sizeof *nl);
+        if (!nl)
+            return NULL;
+        p->l = nl;
+        p->capl = nc;
+    }
+    struct launch *l = &p->l[p->nl++];
+    memset(l, 0, sizeof *l);
+    l->fn = kid_or_neg >= 0 ? b->s->g->k[kid_or_neg] : fn;
+    l->kname = kid_or_neg >= 0 ? k_names[kid_or_neg] : kname;
+    l->node = node;
+    l->gx = gx ? gx : 1;
+    l->gy = gy ? gy : 1;
+    l->gz = gz ? gz : 1;
+    l->bx = bx;
+    l->shmem = shmem;
+    return l;
+}
+static void ap(struct launch *l, CUdeviceptr v) { l->v[l->nargs++].p = v; }
+static void ai(struct launch *l, long v) { l->v[l->nargs++].i = (int)v; }
+static void af(struct launch *l, float v) { l->v[l->nargs++].f = v; }
+static void al(struct launch *l, long long v) { l->v[l->nargs++].l = v; }
+
+static brasa_status dev_of(struct pb *b, int i, CUdeviceptr *out)
+{
+    const struct graph_node *n = &b->g->nodes[i];
+    switch (n->op) {
+    case GOP_WEIGHT: return weight_dev(b->s->g, n, out, b->err);
+    case GOP_STATE: return state_dev(b->s, n, out, b->err);
+    case GOP_INPUT: *out = b->s->d_tok; return BRASA_OK;
+    default:
+        /* the output of an ADD folded into a matmul epilogue is where the matmul writes */
+        *out = b->ws + n->offset;
+        return BRASA_OK;
+    }
+}
+
+static unsigned grid1(size_t n, unsigned bs)
+{
+    size_t gsz = (n + bs - 1) / bs;
+    return (unsigned)(gsz > 65535 * 4 ? 65535 * 4 : gsz ? gsz : 1);
+}
+
+/* Checks that [p, p + bytes) lies in one live allocation (graph-build time). */
+static brasa_status rng(struct pb *b, CUdeviceptr p, size_t bytes, const char *what, int node)
+{
+    brasa_status st = gmem_check_range(&b->s->g->mem, p, bytes, what, b->err);
+    if (st != BRASA_OK)
+        return brasa_wrap(b->err, st, "node %s", b->g->nodes[node].name);
+    return BRASA_OK;
+}
+
+static brasa_status plan_matmul(struct pb *b, int i)
+{
+    const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
+    struct gpu *g = b->s->g;
+    long k = (long)w->ne[0], rows = (long)w->ne[1], T = (long)n->ne[1];
+    int mode = quant_mode(w->type);
+    int src = n->in[0], norm = b->normsrc[i];
+    brasa_status st;
+    if ((mode == 0 && k % 32) || (mode == 1 && k % 256) || k % 8)
+        return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: k = %ld does not fit the GPU "
+                          "kernels", n->name, k);
+    int key = norm >= 0 ? norm : src;
+    if (b->q_src != key || b->q_mode != mode) {
+        CUdeviceptr x, nw = 0;
+        float eps = 0;
+        if (norm >= 0) {
+            const struct graph_node *r = &b->g->nodes[norm];
+            if ((st = dev_of(b, r->in[0], &x)) || (st = dev_of(b, r->in[1], &nw)))
+                return st;
+            eps = r->p.f[0];
+        } else if ((st = dev_of(b, src, &x))) {
+            return st;
+        }
+        if ((st = rng(b, x, (size_t)T * k * 4, "matmul input", i)))
+            return st;
+        struct launch *l = L(b, K_QUANT, NULL, NULL, i, (unsigned)T, 1, 1, 256, 0);
+        if (!l)
+            return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
+        ap(l, x);
+        ap(l, nw);
+        af(l, eps);
+        ai(l, k);
+        ai(l, mode);
+        ap(l, b->xq);
+        ap(l, b->xd);
+        ap(l, b->xf);
+        b->q_src = key;
+        b->q_mode = mode;
+    }
+    struct mv_kernel *mv = NULL;
+    if ((st = get_mv(g, w->type, T > 1 ? 8 : 1, &mv, b->err)) != BRASA_OK)
+        return brasa_wrap(b->err, st, "matmul %s", n->name);
+    CUdeviceptr W, y, bias = 0, res = 0;
+    float rscale = 1.0f;
+    if ((st = dev_of(b, n->in[1], &W)) || (n->in[2] >= 0 && (st = dev_of(b, n->in[2], &bias))))
+        return st;
+    int dst = i;
+    if (b->resadd[i] >= 0) {
+        const struct graph_node *a = &b->g->nodes[b->resadd[i]];
+        dst = b->resadd[i];
+        rscale = a->p.f[0];
+        if ((st = dev_of(b, a->in[0], &res)))
+            return st;
+    }
+    if ((st = dev_of(b, dst, &y)) || (st = rng(b, y, (size_t)T * rows * 4, "matmul output", i)) ||
+        (st = rng(b, W, row_bytes(w->type, k) * (size_t)rows, "weight", i)))
+        return st;
+    struct launch *l = L(b, -1, mv->fn, "matvec", dst, (unsigned)((rows + mv->nw - 1) / mv->nw),
+                         (unsigned)((T + mv->ncv - 1) / mv->ncv), 1, (unsigned)mv->nw * 32, 0);
+    if (!l)
+        return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
+    ap(l, W);
+    ap(l, mode == 4 ? b->xf : mode >= 2 ? b->xf : b->xq);
+    if (mode == 4 && b->normsrc[i] < 0) { /* F32 weights read the activation itself */
+        CUdeviceptr x;
+        if ((st = dev_of(b, src, &x)))
+            return st;
+        l->v[1].p = x;
+        b->q_src = -1;
+    }
+    ap(l, b->xd);
+    ap(l, y);
+    ap(l, bias);
+    ap(l, res);
+    af(l, rscale);
+    ai(l, rows);
+    ai(l, k);
+    ai(l, T);
+    al(l, (long long)row_bytes(w->type, k));
+    return BRASA_OK;
+}
+
+static int attn_splits(int n_tok, int n_ctx)
+{
+    if (n_tok == 1) {
+        int s = n_ctx / 512;
+        return s < 1 ? 1 : s > 16 ? 16 : s;
+    }
+    return (n_ctx + 4095) / 4096;
+}
+
+static brasa_status plan_node(struct pb *b, int i)
+{
+    const struct graph_node *n = &b->g->nodes[i];
+    const struct graph *gr = b->g;
+    struct gpu *g = b->s->g;
+    CUdeviceptr in[GRAPH_MAX_IN] = {0}, out = b->ws + n->offset;
+    brasa_status st;
+    for (int j = 0; j < GRAPH_MAX_IN; j++)
+        if (n->in[j] >= 0 && gr->nodes[n->in[j]].op != GOP_KV_STORE &&
+            (st = dev_of(b, n->in[j], &in[j])) != BRASA_OK)
+            return brasa_wrap(b->err, st, "node %s", n->name);
+    if (n->nbytes && (st = rng(b, out, n->nbytes, "output", i)))
+        return st;
+    struct launch *l = NULL;
+    size_t ne = node_elems(n);
+    long T = (long)n->ne[1];
+    switch (n->op) {
+    case GOP_GET_ROWS: {
+        const struct graph_node *w = &gr->nodes[n->in[0]];
+        if (w->type != T_F32 && w->type != T_F16 && w->type != T_BF16 && !row_bytes(w->type, 256))
+            return brasa_fail(b->err, BRASA_EUNSUPPORTED, "embedding type %u", w->type);
+        if ((l = L(b, K_GET_ROWS, NULL, NULL, i, (unsigned)T, 1, 1, 256, 0))) {
+            ap(l, in[0]);
+            ai(l, w->type);
+            al(l, (long long)row_bytes(w->type, w->ne[0]));
+            ai(l, w->ne[0]);
+            ap(l, in[1]);
+            af(l, n->p.f[0]);
+            ap(l, out);
+        }
+        break;
+    }
+    case GOP_RMS_NORM:
+    case GOP_L2_NORM:
+    case GOP_RMS_NORM_GATE: {
+        long gsz = n->p.i[0];
+        int mode = n->op == GOP_RMS_NORM ? 0 : n->op == GOP_L2_NORM ? 1 : 2;
+        if ((l = L(b, K_NORM, NULL, NULL, i, (unsigned)(ne / (size_t)gsz), 1, 1,
+                   gsz >= 1024 ? 1024 : gsz >= 256 ? 256 : 64, 0))) {
+            ap(l, in[0]);
+            ap(l, in[1]);
+            ap(l, in[2]);
+            ap(l, out);
+            ai(l, gsz);
+            af(l, n->p.f[0]);
+            ai(l, mode);
+        }
+        break;
+    }
+    case GOP_MATMUL:
+        return plan_matmul(b, i);
+    case GOP_ADD: case GOP_MUL: case GOP_SCALE: case GOP_SWIGLU: case GOP_SILU:
+    case GOP_SIGMOID_MUL: {
+        int op = n->op == GOP_ADD ? 0 : n->op == GOP_MUL ? 1 : n->op == GOP_SCALE ? 2
+               : n->op == GOP_SWIGLU ? 3 : n->op == GOP_SILU ? 4 : 5;
+        if ((l = L(b, K_ELT, NULL, NULL, i, grid1(ne, 256), 1, 1, 256, 0))) {
+            ap(l, in[0]);
+            ap(l, in[1]);
+            ap(l, out);
+            al(l, (long long)ne);
+            af(l, n->p.f[0]);
+            ai(l, op);
+        }
+        break;
+    }
+    case GOP_VIEW:
+        if ((l = L(b, K_VIEW, NULL, NULL, i, grid1(ne, 256), 1, 1, 256, 0))) {
+            ap(l, in[0]);
+            ap(l, out);
+            al(l, (long long)ne);
+            for (int j = 0; j < 5; j++)
+                ai(l, n->p.i[j]);
+        }
+        break;
+    case GOP_ROPE: {
+        int n_rot = n->p.i[1];
+        float theta_scale = powf(n->p.f[0], -2.0f / (float)n_rot);
+        CUdeviceptr cache = 0;
+        int f16 = 0;
+        if (b->ropekv[i] >= 0) {
+            const struct graph_node *c = &gr->nodes[gr->nodes[b->ropekv[i]].in[1]];
+            if ((st = dev_of(b, gr->nodes[b->ropekv[i]].in[1], &cache)))
+                return st;
+            f16 = c->type == T_F16;
+        }
+        if ((l = L(b, K_ROPE, NULL, NULL, i, (unsigned)T, 1, 1, 128,
+                   (unsigned)(n_rot / 2 * 2 * sizeof(float))))) {
+            ap(l, in[0]);
+            ap(l, out);
+            ap(l, b->s->d_pos);
+            ai(l, n->ne[0]);
+            ai(l, n->p.i[0]);
+            ai(l, n_rot);
+            ai(l, n->p.i[2]);
+            af(l, theta_scale);
+            ap(l, cache);
+            ai(l, f16);
+        }
+        break;
+    }
+    case GOP_KV_STORE: {
+        const struct graph_node *c = &gr->nodes[n->in[1]], *x = &gr->nodes[n->in[0]];
+        size_t cnt = node_elems(x);
+        if ((l = L(b, K_KV, NULL, NULL, i, grid1(cnt, 256), 1, 1, 256, 0))) {
+            ap(l, in[0]);
+            ap(l, in[1]);
+            ap(l, b->s->d_pos);
+            ai(l, x->ne[0]);
+            al(l, (long long)cnt);
+            ai(l, c->type == T_F16);
+        }
+        break;
+    }
+    case GOP_ATTN: {
+        const struct graph_node *kc = &gr->nodes[gr->nodes[n->in[1]].in[1]];
+        const struct graph_node *vc = &gr->nodes[gr->nodes[n->in[2]].in[1]];
+        CUdeviceptr K, V;
+        if ((st = dev_of(b, gr->nodes[n->in[1]].in[1], &K)) ||
+            (st = dev_of(b, gr->nodes[n->in[2]].in[1], &V)))
+            return st;
+        int nh = n->p.i[0], hd = n->p.i[2], n_ctx = (int)kc->ne[1];
+        int splits = attn_splits((int)T, n_ctx);
+        size_t shm = ((size_t)(n_ctx + splits - 1) / splits + (size_t)hd) * sizeof(float);
+        if (shm > 48 * 1024) {
+            if ((int)shm > g->smem_optin)
+                return brasa_fail(b->err, BRASA_EUNSUPPORTED, "attention %s: %zu bytes of shared "
+                                  "memory", n->name, shm);
+            g->d.cuFuncSetAttribute(g->k[K_ATTN], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    (int)shm);
+        }
+        if ((l = L(b, K_ATTN, NULL, NULL, i, (unsigned)T, (unsigned)nh, (unsigned)splits, 128,
+                   (unsigned)shm))) {
+            ap(l, in[0]);
+            ap(l, K);
+            ap(l, V);
+            ap(l, out);
+            ap(l, b->s->d_pos);
+            ai(l, nh);
+            ai(l, n->p.i[1]);
+            ai(l, hd);
+            af(l, n->p.f[0]);
+            ai(l, kc->type == T_F16 && vc->type == T_F16);
+            ai(l, splits);
+            ap(l, b->part);
+        }
+        if (l && splits > 1 && (l = L(b, K_MERGE, NULL, NULL, i, (unsigned)T, (unsigned)nh, 1,
+                                      (unsigned)((hd + 31) / 32 * 32), 0))) {
+            ap(l, b->part);
+            ap(l, out);
+            ai(l, nh);
+            ai(l, hd);
+            ai(l, splits);
+        }
+        break;
+    }
+    case GOP_CONV1D: {
+        long C = (long)n->ne[0];
+        if ((l = L(b, K_CONV, NULL, NULL, i, (unsigned)((C + 127) / 128), 1, 1, 128, 0))) {
+            ap(l, in[0]);
+            ap(l, in[1]);
+            ap(l, in[2]);
+            ap(l, out);
+            ai(l, C);
+            ai(l, T);
+            ai(l, n->p.i[0]);
+        }
+        break;
+    }
+    case GOP_GATES: {
+        long H = (long)gr->nodes[n->in[0]].ne[0];
+        if ((l = L(b, K_GATES, NULL, NULL, i, grid1((size_t)(H * T), 128), 1, 1, 128, 0))) {
+            ap(l, in[0]);
+            ap(l, in[1]);
+            ap(l, in[2]);
+            ap(l, in[3]);
+            ap(l, out);
+            ai(l, H);
+            ai(l, T);
+        }
+        break;
+    }
+    case GOP_DELTANET: {
+        const int32_t *p = n->p.i;
+        CUdeviceptr M;
+        if ((st = dev_of(b, n->state, &M)))
+            return st;
+        if ((l = L(b, K_DELTA, NULL, NULL, i, (unsigned)p[1], 1, 1, (unsigned)((p[3] + 31) / 32 * 32),
+                   (unsigned)(2 * p[2] * sizeof(float))))) {
+            ap(l, in[0]);
+            ap(l, in[1]);
+            ap(l, in[2]);
+            ap(l, in[3]);
+            ap(l, M);
+            ap(l, out);
+            for (int j = 0; j < 4; j++)
+                ai(l, p[j]);
+            ai(l, T);
+        }
+        break;
+    }
+    default:
+        return brasa_fail(b->err, BRASA_EUNSUPPORTED, "op %s has no GPU kernel",
+                          graph_op_name(n->op));
+    }
+    if (!l)
+        return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
+    return BRASA_OK;
+}
+
+/* The fusion pass: a table of node patterns rewritten into fused launches.
+ *   RMS_NORM (whole rows) -> only MATMULs   : the norm is applied in the activation conversion
+ *   MATMUL -> ADD (as its scaled term)       : residual add (and bias) in the matvec epilogue
+ *   ROPE -> only KV_STORE                     : the rotated rows are written to the cache too
+ * Nodes named in BRASA_DUMP and the output node are never fused away. */
+static void fuse(struct pb *b)
+{
+    const struct graph *g = b->g;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < GRAPH_MAX_IN; j++)
+            if (g->nodes[i].in[j] >= 0)
+                b->nuse[g->nodes[i].in[j]]++;
+    if (!b->s->fuse)
+        return;
+    for (int i = 0; i < g->n; i++) {
+        const struct graph_node *n = &g->nodes[i];
+        bool keep = i == g->out || wants_dump(b->s->dump, n->name);
+        if (keep)
+            continue;
+        if (n->op == GOP_RMS_NORM && n->p.i[0] == n->ne[0] && b->nuse[i] > 0) {
+            bool all = true;
+            for (int c = i + 1; c < g->n && all; c++)
+                for (int j = 0; j < GRAPH_MAX_IN; j++)
+                    if (g->nodes[c].in[j] == i && (g->nodes[c].op != GOP_MATMUL || j != 0))
+                        all = false;
+            if (all) {
+                b->skip[i] = true;
+                for (int c = i + 1; c < g->n; c++)
+                    if (g->nodes[c].op == GOP_MATMUL && g->nodes[c].in[0] == i)
+                        b->normsrc[c] = i;
+            }
+        }
+        if (n->op == GOP_ADD && n->in[1] >= 0 && b->nuse[n->in[1]] == 1 &&
+            g->nodes[n->in[1]].op == GOP_MATMUL && n->in[0] < n->in[1] && n->in[1] != g->out &&
+            !wants_dump(b->s->dump, g->nodes[n->in[1]].name)) {
+            b->resadd[n->in[1]] = i;
+            b->skip[i] = true;
+        }
+        if (n->op == GOP_KV_STORE && g->nodes[n->in[0]].op == GOP_ROPE && b->nuse[n->in[0]] == 1) {
+            b->ropekv[n->in[0]] = i;
+            b->skip[i] = true;
+        }
+    }
+}
+
+/* Workspace bytes of a graph: arena, activation scratch, attention partials. */
+static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_t *o_xf,
+                        size_t *o_part)
+{
+    size_t maxk = 0, part = 0;
+    for (int i = 0; i < g->n; i++) {
+        const struct graph_node *n = &g->nodes[i];
+        if (n->op == GOP_MATMUL) {
+            size_t k = (size_t)g->nodes[n->in[1]].ne[0] * (size_t)n->ne[1];
+            maxk = k > maxk ? k : maxk;
+        } else if (n->op == GOP_ATTN) {
+            int n_ctx = (int)g->nodes[g->nodes[n->in[1]].in[1]].ne[1];
+            size_t sp = (size_t)attn_splits((int)n->ne[1], n_ctx);
+            size_t pb = (size_t)n->ne[1] * (size_t)n->p.i[0] * sp * (size_t)(n->p.i[2] + 2) * 4;
+            part = pb > part ? pb : part;
+        }
+    }
+#define UP(x) (((x) + 255) & ~(size_t)255)
+    size_t off = UP(g->arena_bytes);
+    *o_xq = off;
+    off += UP(maxk);
+    *o_xd = off;
+    off += UP(maxk / 32 * 4 + 4);
+    *o_xf = off;
+    off += UP(maxk * 4);
+    *o_part = off;
+    off += UP(part + 4);
+#undef UP
+    return off;
+}
+
+static struct plan *find_plan(struct gpu_sess *s, const struct graph *g)
+{
+    for (int i = 0; i < MAX_PLANS; i++)
+        if (s->plans[i].g == g)
+            return &s->plans[i];
+    return NULL;
+}
+
+brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_ctx,
+                              struct brasa_err *err)
+{
+    struct gpu *gp = s->g;
+    brasa_status st = DRV_CALL(&gp->d, err, cuCtxSetCurrent, gp->ctx);
+    if (st != BRASA_OK)
+        return st;
+    struct plan *p = find_plan(s, g);
+    if (!p) {
+        for (int i = 0; i < MAX_PLANS && !p; i++)
+            if (!s->plans[i].g)
+                p = &s->plans[i];
+        if (!p) { /* evict the oldest non-decode plan */
+            p = &s->plans[MAX_PLANS - 1];
+        }
+    }
+    plan_clear(s, p);
+    size_t o_xq, o_xd, o_xf, o_part;
+    size_t need = ws_layout(g, &o_xq, &o_xd, &o_xf, &o_part);
+    if (need > s->ws_cap) {
+        gp->d.cuStreamSynchronize(s->st);
+        gmem_free(&gp->mem, s->ws);
+        s->ws = 0;
+        s->ws_cap = 0;
+        if ((st = gmem_alloc(&gp->mem, &s->ws, need, "workspace", "session", err)) != BRASA_OK)
+            return st;
+        s->ws_cap = need;
+        s->ws_gen++;
+    }
+    if (g->n_tok > s->tok_cap) {
+        gmem_free(&gp->mem, s->d_tok);
+        s->d_tok = 0;
+        s->tok_cap = 0;
+        if ((st = gmem_alloc(&gp->mem, &s->d_tok, (size_t)g->n_tok * 4, "tokens", "session", err)))
+            return st;
+        s->tok_cap = g->n_tok;
+        s->ws_gen++; /* plans hold the token buffer's address */
+    }
+    const struct graph_node *on = &g->nodes[g->out];
+    size_t ob = on->nbytes;
+    if (ob > s->out_cap) {
+        float *no = realloc(s->out, ob);
+        if (!no)
+            return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+        s->out = no;
+        s->out_cap = ob;
+    }
+    struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o_xq, .xd = s->ws + o_xd,
+                   .xf = s->ws + o_xf, .part = s->ws + o_part, .q_src = -1, .q_mode = -1,
+                   .err = err};
+    b.nuse = calloc((size_t)g->n, sizeof(int));
+    b.normsrc = malloc((size_t)g->n * sizeof(int));
+    b.resadd = malloc((size_t)g->n * sizeof(int));
+    b.ropekv = malloc((size_t)g->n * sizeof(int));
+    b.skip = calloc((size_t)g->n, sizeof(bool));
+    if (!b.nuse || !b.normsrc || !b.resadd || !b.ropekv || !b.skip) {
+        st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    } else {
+        for (int i = 0; i < g->n; i++)
+            b.normsrc[i] = b.resadd[i] = b.ropekv[i] = -1;
+        fuse(&b);
+        for (int i = 0; i < g->n && st == BRASA_OK; i++) {
+            const struct graph_node *n = &g->nodes[i];
+            if (n->op == GOP_INPUT || n->op == GOP_WEIGHT || n->op == GOP_STATE || b.skip[i])
+                continue;
+            st = plan_node(&b, i);
+        }
+    }
+    free(b.nuse);
+    free(b.normsrc);
+    free(b.resadd);
+    free(b.ropekv);
+    free(b.skip);
+    if (st == BRASA_OK)
+        st = gp->d.cuStreamSynchronize(s->st) ? brasa_fail(err, BRASA_EDEVICE, "state init failed")
+                                              : BRASA_OK;
+    if (st != BRASA_OK) {
+        plan_clear(s, p);
+        return st;
+    }
+    p->g = g;
+    p->n_tok = g->n_tok;
+    p->n_nodes = g->n;
+    p->n_ctx = n_ctx;
+    p->gen = s->ws_gen;
+    p->out_node = g->out;
+    p->out_bytes = ob;
+    if (gp->o.verbose)
+        fprintf(stderr, "brasa: GPU plan for %d tokens: %d nodes -> %d launches\n", g->n_tok, g->n,
+                p->nl);
+    return BRASA_OK;
+}
+
+/* ---------------------------------------------------------------- execution */
+
+static brasa_status launch(struct gpu_sess *s, const struct launch *l, struct brasa_err *err)
+{
+    void *args[MAX_ARGS];
+    union argv v[MAX_ARGS];
+    memcpy(v, l->v, sizeof v);
+    for (int i = 0; i < l->nargs; i++)
+        args[i] = &v[i];
+    CUresult r = s->g->d.cuLaunchKernel(l->fn, l->gx, l->gy, l->gz, l->bx, 1, 1, l->shmem, s->st,
+                                        args, NULL);
+    if (r != 0) {
+        drv_check(&s->g->d, r, "cuLaunchKernel", err);
+        return brasa_wrap(err, BRASA_EDEVICE, "kernel %s (grid %u,%u,%u, block %u, %u bytes "
+                          "shared)", l->kname, l->gx, l->gy, l->gz, l->bx, l->shmem);
+    }
+    return BRASA_OK;
+}
+
+/* Waits for the stream with a deadline: a kernel that never finishes becomes an error. */
+static brasa_status wait_stream(struct gpu_sess *s, const char *what, struct brasa_err *err)
+{
+    struct gpu *g = s->g;
+    double t0 = plat_now();
+    CUresult r;
+    for (long spins = 0;; spins++) {
+        r = g->d.cuEventQuery(s->ev1);
+        if (r != CUDA_ERROR_NOT_READY)
+            break;
+        double el = plat_now() - t0;
+        if (el > g->o.timeout_s)
+            return brasa_fail(err, BRASA_ETIMEOUT, "the GPU did not finish %s within %.0f s (set "
+                              "BRASA_GPU_TIMEOUT to wait longer)", what, g->o.timeout_s);
+        if (el > 0.005) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (r != 0) {
+        drv_check(&g->d, r, "cuEventQuery", err);
+        return brasa_wrap(err, BRASA_EDEVICE, "while running %s", what);
+    }
+    return BRASA_OK;
+}
+
+static void dump_node(struct gpu_sess *s, const struct graph *g, int i, const struct graph_run *r)
+{
+    const struct graph_node *n = &g->nodes[i];
+    if (!n->nbytes)
+        return;
+    float *x = malloc(n->nbytes);
+    if (!x)
+        return;
+    s->g->d.cuStreamSynchronize(s->st);
+    if (s->g->d.cuMemcpyDtoH(x, s->ws + n->offset, n->nbytes) == 0) {
+        size_t cnt = n->nbytes / 4;
+        double sum = 0;
+        for (size_t k = 0; k < cnt; k++)
+            sum += x[k];
+        fprintf(stderr, "dump pos0=%d %s %s [%lld,%lld] sum=%.6g:", r->pos0, graph_op_name(n->op),
+                n->name, (long long)n->ne[0], (long long)n->ne[1], sum);
+        for (size_t k = 0; k < cnt && k < 8; k++)
+            fprintf(stderr, " %.6g", x[k]);
+        fputc('\n', stderr);
+    }
+    free(x);
+}
+
+static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct graph_run *r,
+                        bool eager, struct brasa_err *err)
+{
+    struct gpu *gp = s->g;
+    struct plan *p = find_plan(s, g);
+    brasa_status st;
+    if ((st = DRV_CALL(&gp->d, err, cuCtxSetCurrent, gp->ctx)))
+        return st;
+    if (!p || p->n_nodes != g->n || p->n_tok != g->n_tok || p->gen != s->ws_gen) {
+        if ((st = gpu_sess_prepare(s, g, p ? p->n_ctx : 0, err)))
+            return st;
+        p = find_plan(s, g);
+    }
+    int pos = r->pos0;
+    if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_pos, &pos, sizeof pos, s->st)) ||
+        (st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_tok, r->tokens,
+                       (size_t)g->n_tok * sizeof(int32_t), s->st)) ||
+        (st = DRV_CALL(&gp->d, err, cuEventRecord, s->ev0, s->st)))
+        return st;
+    bool graph = !eager && s->use_graph && !s->dump && g->n_tok == 1;
+    if (graph && !p->exec) {
+        CUgraph cg = NULL;
+        if ((st = DRV_CALL(&gp->d, err, cuStreamBeginCapture, s->st,
+                           CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)))
+            return st;
+        for (int k = 0; k < p->nl && st == BRASA_OK; k++)
+            st = launch(s, &p->l[k], err);
+        CUresult rc = gp->d.cuStreamEndCapture(s->st, &cg);
+        if (st == BRASA_OK && rc != 0)
+            st = drv_check(&gp->d, rc, "cuStreamEndCapture", err);
+        if (st == BRASA_OK)
+            st = DRV_CALL(&gp->d, err, cuGraphInstantiateWithFlags, &p->exec, cg, 0);
+        if (cg)
+            gp->d.cuGraphDestroy(cg);
+        if (st != BRASA_OK)
+            return brasa_wrap(err, st, "capturing the decode step");
+    }
+    if (graph) {
+        if ((st = DRV_CALL(&gp->d, err, cuGraphLaunch, p->exec, s->st)))
+            return st;
+    } else {
+        for (int k = 0; k < p->nl; k++) {
+            if ((st = launch(s, &p->l[k], err)))
+                return brasa_wrap(err, st, "node %s", g->nodes[p->l[k].node].name);
+            if (s->dump && (k + 1 == p->nl || p->l[k + 1].node != p->l[k].node) &&
+                wants_dump(s->dump, g->nodes[p->l[k].node].name))
+                dump_node(s, g, p->l[k].node, r);
+        }
+    }
+    const struct graph_node *on = &g->nodes[g->out];
+    if ((st = DRV_CALL(&gp->d, err, cuEventRecord, s->ev1, s->st)) ||
+        (st = DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, s->out, s->ws + on->offset, on->nbytes,
+                       s->st)) ||
+        (st = wait_stream(s, graph ? "the decode graph" : "a prompt batch", err)) ||
+        (st = DRV_CALL(&gp->d, err, cuStreamSynchronize, s->st)))
+        return st;
+    float ms = 0;
+    gp->d.cuEventElapsedTime(&ms, s->ev0, s->ev1);
+    s->last_ms = ms;
+    if (gp->o.duty > 0 && gp->o.duty < 1) { /* duty-cycle limiter: idle in proportion */
+        double idle = ms * 1e-3 * (1.0 - gp->o.duty) / gp->o.duty;
+        struct timespec ts = {(time_t)idle, (long)((idle - (double)(time_t)idle) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    return BRASA_OK;
+}
+
+brasa_status gpu_sess_run(struct gpu_sess *s, const struct graph *g, const struct graph_run *r,
+                          struct brasa_err *err)
+{
+    return run(s, g, r, false, err);
+}
+
+brasa_status gpu_sess_run_eager(struct gpu_sess *s, const struct graph *g,
+                                const struct graph_run *r, struct brasa_err *err)
+{
+    return run(s, g, r, true, err);
+}

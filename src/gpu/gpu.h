@@ -1,0 +1,64 @@
+/* gpu: the CUDA backend. Runs the same graph the CPU runs (graph/graph.h), after a fusion pass,
+ * on one device: weights are uploaded once per model, KV cache and recurrent states live on the
+ * device, activations in one arena per session planned up front.
+ *
+ * Two executors share one launch plan per graph:
+ *   - eager: launches node by node; BRASA_DUMP=name,... (or "all") prints the named nodes'
+ *     outputs as the CPU backend does (fused-away nodes are not materialised: set
+ *     BRASA_GPU_FUSE=0 to see every node);
+ *   - graph: the whole decode step (every layer and the LM head) captured once into a CUDA graph
+ *     and replayed per token; the position and the token ids live in device memory, so nothing
+ *     is re-captured. Default for one-token graphs; BRASA_GPU_GRAPH=0 turns it off.
+ *
+ * Environment: BRASA_GPU_TIMEOUT (seconds a synchronisation may wait, default 60),
+ * BRASA_GPU_DUTY (0 < f < 1: keep the GPU busy at most that fraction of the time),
+ * BRASA_GPU_MEM_MB (device memory budget), BRASA_CACHE (kernel cache directory). */
+#ifndef BRASA_GPU_H
+#define BRASA_GPU_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "core/status.h"
+#include "graph/graph.h"
+
+struct gpu;
+struct gpu_sess;
+
+struct gpu_opts {
+    bool verbose;
+    double duty;        /* 0: off */
+    double timeout_s;   /* 0: default */
+};
+
+/* Loads the driver and compiler, opens device 0, compiles (or loads from the cache) the
+ * fixed kernels. BRASA_EDEVICE with a plain message when no driver/GPU is present. */
+brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_err *err);
+/* Frees everything; reports leaked device allocations on stderr. */
+void gpu_close(struct gpu *g);
+const char *gpu_device_name(const struct gpu *g);
+/* Kernel telemetry: compile and load seconds, modules compiled and taken from the cache. */
+void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *compiled,
+                   int *cached);
+uint64_t gpu_weight_bytes(const struct gpu *g);
+void gpu_mem_report(const struct gpu *g, FILE *f);
+
+brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err *err);
+void gpu_sess_free(struct gpu_sess *s);
+/* Builds (or rebuilds) the launch plan of g: uploads the weights it reads, allocates its
+ * states and grows the arena. Pointers are range-checked here, not per launch. */
+brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_ctx,
+                              struct brasa_err *err);
+/* Runs a prepared graph; the output node's rows are then at gpu_sess_output(). */
+brasa_status gpu_sess_run(struct gpu_sess *s, const struct graph *g, const struct graph_run *r,
+                          struct brasa_err *err);
+/* Same, forcing the eager executor (tests compare it with the graph executor). */
+brasa_status gpu_sess_run_eager(struct gpu_sess *s, const struct graph *g,
+                                const struct graph_run *r, struct brasa_err *err);
+const float *gpu_sess_output(const struct gpu_sess *s);
+/* Zeroes the recurrent states and the KV cache. */
+brasa_status gpu_sess_reset(struct gpu_sess *s, struct brasa_err *err);
+uint64_t gpu_sess_bytes(const struct gpu_sess *s);
+/* Seconds of device time of the last run (events around the whole step). */
+double gpu_sess_last_ms(const struct gpu_sess *s);
+
+#endif
