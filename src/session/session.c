@@ -11,6 +11,7 @@
 #include "core/pool.h"
 #include "cpu/cpu.h"
 #include "gguf/gguf.h"
+#include "gpu/gpu.h"
 #include "model/model.h"
 #include "quant/quant.h"
 #include "tok/tok.h"
@@ -24,6 +25,7 @@ struct brasa_model {
     struct tokenizer *tok;
     struct pool *pool;
     char *name;
+    struct gpu *gpu;          /* the GPU backend (src/gpu), NULL: CPU */
 };
 
 struct brasa_session {
@@ -34,6 +36,7 @@ struct brasa_session {
     float *rec_mem;           /* conv and DeltaNet states of the recurrent layers */
     size_t kv_bytes, rec_bytes;
     struct cpu *cpu;
+    struct gpu_sess *gpu;     /* set when the model runs on the GPU */
     struct graph g_dec;       /* one token (decode) */
     struct graph g_pp;        /* the last prompt batch shape built */
     bool pp_all;
@@ -46,6 +49,7 @@ static void model_free(struct brasa_model *m)
 {
     if (!m)
         return;
+    gpu_close(m->gpu);
     tok_free(m->tok);
     mdl_free(&m->m);
     if (m->f)
@@ -62,8 +66,6 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
     if (!opts)
         opts = &def;
     *out = NULL;
-    if (opts->backend == BRASA_BACKEND_CUDA)
-        return brasa_fail(err, BRASA_EUNSUPPORTED, "the CUDA backend is not available in this build");
     if (opts->n_threads < 0 || opts->n_threads > 1024)
         return brasa_fail(err, BRASA_EINVAL, "thread count %d is outside 0..1024", opts->n_threads);
     if (opts->progress)
@@ -98,6 +100,13 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
         model_free(m);
         return st;
     }
+    if (opts->backend != BRASA_BACKEND_CPU) { /* the GPU when a driver is present */
+        struct gpu_opts go = {.verbose = opts->verbose};
+        struct brasa_err gerr = {{0}};
+        if (gpu_open(&m->gpu, &go, &gerr) != BRASA_OK &&
+            (opts->backend == BRASA_BACKEND_CUDA || opts->verbose))
+            fprintf(stderr, "brasa: %s; running on the CPU\n", gerr.msg);
+    }
     if (opts->verbose)
         fprintf(stderr, "brasa: %s: %s, %d layers, %d threads\n", path, m->m.arch->name,
                 m->m.hp.n_layer, nth);
@@ -115,7 +124,7 @@ void brasa_model_get_info(const struct brasa_model *m, struct brasa_model_info *
     *info = (struct brasa_model_info){
         .arch = m->m.arch->name,
         .name = m->name,
-        .backend = "cpu",
+        .backend = m->gpu ? "cuda" : "cpu",
         .n_vocab = hp->n_vocab,
         .n_ctx_train = hp->n_ctx_train,
         .n_layer = hp->n_layer,
@@ -210,6 +219,8 @@ brasa_status brasa_session_new(struct brasa_model *m, const struct brasa_session
              (st = cpu_new(&s->cpu, m->pool, err)) == BRASA_OK &&
              (st = mdl_build(&m->m, &s->cache, 1, true, &s->g_dec, err)) == BRASA_OK)
         st = cpu_prepare(s->cpu, &s->g_dec, n_ctx, err);
+    if (st == BRASA_OK && m->gpu && (st = gpu_sess_new(m->gpu, &s->gpu, err)) == BRASA_OK)
+        st = gpu_sess_prepare(s->gpu, &s->g_dec, n_ctx, err);
     if (st != BRASA_OK) {
         brasa_session_free(s);
         return st;
@@ -224,6 +235,7 @@ void brasa_session_free(struct brasa_session *s)
 {
     if (!s)
         return;
+    gpu_sess_free(s->gpu);
     cpu_free(s->cpu);
     graph_free(&s->g_dec);
     graph_free(&s->g_pp);
@@ -242,6 +254,8 @@ void brasa_session_reset(struct brasa_session *s)
     s->pos = 0;
     if (s->rec_mem) /* the KV cache needs no clearing: rows past pos are never read */
         memset(s->rec_mem, 0, s->rec_bytes);
+    if (s->gpu)
+        gpu_sess_reset(s->gpu, NULL);
 }
 
 int brasa_session_pos(const struct brasa_session *s) { return s->pos; }
@@ -267,6 +281,8 @@ static brasa_status batch_graph(struct brasa_session *s, int n, bool all, struct
         brasa_status st = mdl_build(&s->model->m, &s->cache, n, all, &s->g_pp, err);
         if (st == BRASA_OK)
             st = cpu_prepare(s->cpu, &s->g_pp, s->n_ctx, err);
+        if (st == BRASA_OK && s->gpu)
+            st = gpu_sess_prepare(s->gpu, &s->g_pp, s->n_ctx, err);
         if (st != BRASA_OK) {
             graph_free(&s->g_pp);
             return st;
@@ -298,9 +314,10 @@ brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int
         if (st != BRASA_OK)
             return st;
         struct graph_run r = {.pos0 = s->pos, .tokens = ids + done};
-        if ((st = cpu_run(s->cpu, g, &r, err)) != BRASA_OK)
+        st = s->gpu ? gpu_sess_run(s->gpu, g, &r, err) : cpu_run(s->cpu, g, &r, err);
+        if (st != BRASA_OK)
             return st;
-        const float *out = cpu_node_data(s->cpu, g, g->out);
+        const float *out = s->gpu ? gpu_sess_output(s->gpu) : cpu_node_data(s->cpu, g, g->out);
         if (logits_all)
             memcpy(logits_all + (size_t)done * n_vocab, out,
                    (size_t)g->n_out * n_vocab * sizeof(float));
