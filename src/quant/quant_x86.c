@@ -1,8 +1,469 @@
-/* SIMD kernels for x86-64 (AVX2+FMA+F16C, AVX-512), compiled with per-function target
- * attributes and chosen at run time, so the build itself stays at the baseline ISA. */
+/* SIMD kernels for x86-64 (AVX2 with FMA and F16C), compiled with per-function target
+ * attributes and chosen at run time, so the build itself stays at the baseline ISA.
+ *
+ * Dequantization does the same float operations as the scalar reference (a multiply, then a
+ * separate subtract: never a fused multiply-add), so its results are bit-identical. The dot
+ * products multiply 8-bit integers exactly (maddubs: unsigned weight level x signed activation,
+ * pairs summed to 16 bits without overflow for these ranges, then scaled to 32 bits) and only
+ * the per-block float accumulation differs from the reference in rounding order. */
 #include "quant/quant_impl.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+AVX2 static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* 32 signed bytes times 32 signed bytes, summed in groups of 4 to 8 int32 lanes. */
+AVX2 static inline __m256i dot_i8(__m256i x, __m256i y)
+{
+    const __m256i ax = _mm256_sign_epi8(x, x), sy = _mm256_sign_epi8(y, x);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+}
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles first (elements 0..15), then high ones. */
+AVX2 static inline __m256i nibbles32(const uint8_t *p)
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)p);
+    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0xF));
+}
+
+/* ------------------------------------------------------------------ float formats */
+
+AVX2 static float dot_f32_avx2(int64_t n, const void *w, const void *a)
+{
+    const float *x = w, *y = a;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), s3);
+    }
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        s += x[i] * y[i];
+    return s;
+}
+
+AVX2 static inline __m256 ld_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+AVX2 static inline __m256 ld_bf16(const uint16_t *p)
+{
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+AVX2 static float dot_f16_avx2(int64_t n, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(ld_f16(x + i), ld_f16(y + i), s0);
+        s1 = _mm256_fmadd_ps(ld_f16(x + i + 8), ld_f16(y + i + 8), s1);
+        s2 = _mm256_fmadd_ps(ld_f16(x + i + 16), ld_f16(y + i + 16), s2);
+        s3 = _mm256_fmadd_ps(ld_f16(x + i + 24), ld_f16(y + i + 24), s3);
+    }
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        s += h2f(x[i]) * h2f(y[i]);
+    return s;
+}
+
+AVX2 static float dot_bf16_avx2(int64_t n, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(ld_bf16(x + i), ld_bf16(y + i), s0);
+        s1 = _mm256_fmadd_ps(ld_bf16(x + i + 8), ld_bf16(y + i + 8), s1);
+        s2 = _mm256_fmadd_ps(ld_bf16(x + i + 16), ld_bf16(y + i + 16), s2);
+        s3 = _mm256_fmadd_ps(ld_bf16(x + i + 24), ld_bf16(y + i + 24), s3);
+    }
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        s += bf16_to_f32(x[i]) * bf16_to_f32(y[i]);
+    return s;
+}
+
+AVX2 static void dq_f16_avx2(const void *src, float *y, int64_t nb)
+{
+    const uint16_t *x = src;
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8)
+        _mm256_storeu_ps(y + i, ld_f16(x + i));
+    for (; i < nb; i++)
+        y[i] = h2f(x[i]);
+}
+
+AVX2 static void dq_bf16_avx2(const void *src, float *y, int64_t nb)
+{
+    const uint16_t *x = src;
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8)
+        _mm256_storeu_ps(y + i, ld_bf16(x + i));
+    for (; i < nb; i++)
+        y[i] = bf16_to_f32(x[i]);
+}
+
+/* F16 activations: the F16C conversion rounds to nearest even, as ggml's does. */
+AVX2 static void act_f16_avx2(const float *x, void *dst, int64_t n)
+{
+    uint16_t *y = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        y[i] = f32_to_fp16(x[i]);
+}
+
+/* ------------------------------------------------------------------ 32-blocks */
+
+AVX2 static float dot_q8_0_avx2(int64_t n, const void *w, const void *a)
+{
+    const block_q8_0 *x = w, *y = a;
+    const int64_t nb = n / QK8_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256i p0 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs),
+                                  _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m256i p1 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
+                                  _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)),
+                               _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i p = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs),
+                                 _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc0);
+    }
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+AVX2 static float dot_q4_0_avx2(int64_t n, const void *w, const void *a)
+{
+    const block_q4_0 *x = w;
+    const block_q8_0 *y = a;
+    const int64_t nb = n / QK8_0;
+    const __m256i off = _mm256_set1_epi8(8);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256i p0 = dot_i8(_mm256_sub_epi8(nibbles32(x[i].qs), off),
+                                  _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m256i p1 = dot_i8(_mm256_sub_epi8(nibbles32(x[i + 1].qs), off),
+                                  _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)),
+                               _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i p = dot_i8(_mm256_sub_epi8(nibbles32(x[i].qs), off),
+                                 _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc0);
+    }
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+/* 32 int8 levels times scale d -> 32 floats, as (float)q * d. */
+AVX2 static inline void store_scaled32(float *y, __m256i q8, __m256 d)
+{
+    const __m128i lo = _mm256_castsi256_si128(q8), hi = _mm256_extracti128_si256(q8, 1);
+    _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d));
+    _mm256_storeu_ps(y + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d));
+    _mm256_storeu_ps(y + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d));
+    _mm256_storeu_ps(y + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d));
+}
+
+AVX2 static void dq_q8_0_avx2(const void *src, float *y, int64_t nb)
+{
+    const block_q8_0 *x = src;
+    for (int64_t i = 0; i < nb; i++, y += 32)
+        store_scaled32(y, _mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_set1_ps(h2f(x[i].d)));
+}
+
+AVX2 static void dq_q4_0_avx2(const void *src, float *y, int64_t nb)
+{
+    const block_q4_0 *x = src;
+    for (int64_t i = 0; i < nb; i++, y += 32)
+        store_scaled32(y, _mm256_sub_epi8(nibbles32(x[i].qs), _mm256_set1_epi8(8)),
+                       _mm256_set1_ps(h2f(x[i].d)));
+}
+
+/* ------------------------------------------------------------------ Q4_K / Q5_K */
+
+/* The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) of a Q4_K/Q5_K block, unpacked. */
+static inline void kq_unpack(const uint8_t *s12, uint32_t u[4])
+{
+    uint32_t a[3];
+    memcpy(a, s12, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    u[0] = a[0] & m6;                                    /* scales 0..3 */
+    u[1] = (a[2] & m4) | (((a[0] >> 6) & m2) << 4);      /* scales 4..7 */
+    u[2] = a[1] & m6;                                    /* mins 0..3 */
+    u[3] = ((a[2] >> 4) & m4) | (((a[1] >> 6) & m2) << 4); /* mins 4..7 */
+}
+
+/* int16 lanes all = scale k of the 8 in sc16 (a 128-bit vector of 8 int16 in both halves). */
+AVX2 static inline __m256i bcast16(__m256i sc16x2, int k)
+{
+    const __m256i idx = _mm256_set1_epi16((short)(0x0100 * (2 * k + 1) + 2 * k));
+    return _mm256_shuffle_epi8(sc16x2, idx);
+}
+
+/* Shared tail of Q4_K/Q5_K: the mins term sum_j m_j * (bsums[2j] + bsums[2j+1]). */
+AVX2 static inline __m128i kq_mins_dot(const uint32_t u[4], const int16_t *bsums)
+{
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums),
+                                      _mm_loadu_si128((const __m128i *)(bsums + 8)));
+    return _mm_madd_epi16(mins, bs);
+}
+
+AVX2 static float dot_q4_k_avx2(int64_t n, const void *w, const void *a)
+{
+    const block_q4_K *x = w;
+    const block_q8_K *y = a;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d), dmin = -y[i].d * h2f(x[i].dmin);
+        uint32_t u[4];
+        kq_unpack(x[i].scales, u);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(kq_mins_dot(u, y[i].bsums)), accm);
+        const __m128i sc128 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0]));
+        const __m256i sc = _mm256_broadcastsi128_si256(sc128);
+        const uint8_t *q4 = x[i].qs;
+        const int8_t *q8 = y[i].qs;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++, q4 += 32, q8 += 64) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)q4);
+            const __m256i lo = _mm256_and_si256(bits, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q8));
+            __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
+            pl = _mm256_madd_epi16(bcast16(sc, 2 * c), pl);
+            ph = _mm256_madd_epi16(bcast16(sc, 2 * c + 1), ph);
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+    return hsum8(acc) + _mm_cvtss_f32(accm);
+}
+
+AVX2 static float dot_q5_k_avx2(int64_t n, const void *w, const void *a)
+{
+    const block_q5_K *x = w;
+    const block_q8_K *y = a;
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d), dmin = -y[i].d * h2f(x[i].dmin);
+        uint32_t u[4];
+        kq_unpack(x[i].scales, u);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(kq_mins_dot(u, y[i].bsums)), accm);
+        const __m128i sc128 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0]));
+        const __m256i sc = _mm256_broadcastsi128_si256(sc128);
+        const __m256i hbits = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        const uint8_t *q4 = x[i].qs;
+        const int8_t *q8 = y[i].qs;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++, q4 += 32, q8 += 64) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)q4);
+            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c)), one), 4);
+            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c + 1)), one), 4);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(bits, m4), h0);
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), h1);
+            __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q8));
+            __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
+            pl = _mm256_madd_epi16(bcast16(sc, 2 * c), pl);
+            ph = _mm256_madd_epi16(bcast16(sc, 2 * c + 1), ph);
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+    return hsum8(acc) + _mm_cvtss_f32(accm);
+}
+
+/* 32 levels (0..31, uint8) -> floats as d1 * (float)q - m1 (multiply, then subtract). */
+AVX2 static inline void store_affine32(float *y, __m256i q, __m256 d1, __m256 m1)
+{
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++) {
+        const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[k]));
+        _mm256_storeu_ps(y + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d1, f), m1));
+    }
+}
+
+AVX2 static void dq_q4_k_avx2(const void *src, float *y, int64_t nb)
+{
+    const block_q4_K *x = src;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
+        for (int c = 0; c < 4; c++, y += 64) {
+            uint8_t s0, m0, s1, m1;
+            kq_scale_min(2 * c, x[i].scales, &s0, &m0);
+            kq_scale_min(2 * c + 1, x[i].scales, &s1, &m1);
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            store_affine32(y, _mm256_and_si256(bits, m4), _mm256_set1_ps(d * (float)s0),
+                           _mm256_set1_ps(dmin * (float)m0));
+            store_affine32(y + 32, _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
+                           _mm256_set1_ps(d * (float)s1), _mm256_set1_ps(dmin * (float)m1));
+        }
+    }
+}
+
+AVX2 static void dq_q5_k_avx2(const void *src, float *y, int64_t nb)
+{
+    const block_q5_K *x = src;
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
+        const __m256i hbits = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        for (int c = 0; c < 4; c++, y += 64) {
+            uint8_t s0, m0, s1, m1;
+            kq_scale_min(2 * c, x[i].scales, &s0, &m0);
+            kq_scale_min(2 * c + 1, x[i].scales, &s1, &m1);
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c)), one), 4);
+            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c + 1)), one), 4);
+            store_affine32(y, _mm256_or_si256(_mm256_and_si256(bits, m4), h0),
+                           _mm256_set1_ps(d * (float)s0), _mm256_set1_ps(dmin * (float)m0));
+            store_affine32(y + 32, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), h1),
+                           _mm256_set1_ps(d * (float)s1), _mm256_set1_ps(dmin * (float)m1));
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ Q6_K */
+
+/* The four 32-element quarters of one 128-element half of a Q6_K block, as levels 0..63. */
+AVX2 static inline void q6k_quarters(const uint8_t *ql, const uint8_t *qh, __m256i q[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
+    const __m256i b1 = _mm256_loadu_si256((const __m256i *)ql);
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(h, m2), 4);
+    const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4);
+    const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4);
+    const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4);
+    q[0] = _mm256_or_si256(_mm256_and_si256(b1, m4), h0);
+    q[1] = _mm256_or_si256(_mm256_and_si256(b2, m4), h1);
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4), h2);
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), h3);
+}
+
+AVX2 static float dot_q6_k_avx2(int64_t n, const void *w, const void *a)
+{
+    const block_q6_K *x = w;
+    const block_q8_K *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d);
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
+        /* levels are q + 32: subtract 32 * sum_g sc_g * bsums_g at the end */
+        const __m256i corr = _mm256_slli_epi32(
+            _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6k_quarters(x[i].ql + 64 * h, x[i].qh + 32 * h, q);
+            const __m256i sch = h ? _mm256_permute2x128_si256(sc, sc, 0x11)
+                                   : _mm256_permute2x128_si256(sc, sc, 0x00);
+            const int8_t *q8 = y[i].qs + 128 * h;
+            for (int k = 0; k < 4; k++) {
+                __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(q8 + 32 * k)));
+                /* lanes 0..7: group 2k, lanes 8..15: group 2k+1 (of this half's 8) */
+                const __m256i s = _mm256_shuffle_epi8(
+                    sch, _mm256_setr_epi8(4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k,
+                                          4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1,
+                                          4 * k, 4 * k + 1, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3,
+                                          4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3,
+                                          4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
+            }
+        }
+        sumi = _mm256_sub_epi32(sumi, corr);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum8(acc);
+}
+
+AVX2 static void dq_q6_k_avx2(const void *src, float *y, int64_t nb)
+{
+    const block_q6_K *x = src;
+    const __m256i off = _mm256_set1_epi8(32);
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = h2f(x[i].d);
+        for (int h = 0; h < 2; h++, y += 128) {
+            __m256i q[4];
+            q6k_quarters(x[i].ql + 64 * h, x[i].qh + 32 * h, q);
+            for (int k = 0; k < 4; k++) {
+                const __m256i v = _mm256_sub_epi8(q[k], off);
+                const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+                const int g = 8 * h + 2 * k;
+                const __m256 d0 = _mm256_set1_ps(d * (float)x[i].scales[g]);
+                const __m256 d1 = _mm256_set1_ps(d * (float)x[i].scales[g + 1]);
+                float *o = y + 32 * k;
+                _mm256_storeu_ps(o, _mm256_mul_ps(d0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+                _mm256_storeu_ps(o + 8, _mm256_mul_ps(d0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+                _mm256_storeu_ps(o + 16, _mm256_mul_ps(d1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+                _mm256_storeu_ps(o + 24, _mm256_mul_ps(d1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+            }
+        }
+    }
+}
+
+void qk_x86_init(struct qkernels *k)
+{
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+          __builtin_cpu_supports("f16c")))
+        return;
+    k[GGML_TYPE_F32].dot = dot_f32_avx2;
+    k[GGML_TYPE_F16].dot = dot_f16_avx2;
+    k[GGML_TYPE_F16].dequant = dq_f16_avx2;
+    k[GGML_TYPE_F16].act = act_f16_avx2;
+    k[GGML_TYPE_BF16].dot = dot_bf16_avx2;
+    k[GGML_TYPE_BF16].dequant = dq_bf16_avx2;
+    k[GGML_TYPE_Q8_0].dot = dot_q8_0_avx2;
+    k[GGML_TYPE_Q8_0].dequant = dq_q8_0_avx2;
+    k[GGML_TYPE_Q4_0].dot = dot_q4_0_avx2;
+    k[GGML_TYPE_Q4_0].dequant = dq_q4_0_avx2;
+    k[GGML_TYPE_Q4_K].dot = dot_q4_k_avx2;
+    k[GGML_TYPE_Q4_K].dequant = dq_q4_k_avx2;
+    k[GGML_TYPE_Q5_K].dot = dot_q5_k_avx2;
+    k[GGML_TYPE_Q5_K].dequant = dq_q5_k_avx2;
+    k[GGML_TYPE_Q6_K].dot = dot_q6_k_avx2;
+    k[GGML_TYPE_Q6_K].dequant = dq_q6_k_avx2;
+}
+
+#else
 void qk_x86_init(struct qkernels *k)
 {
     (void)k;
 }
+#endif
