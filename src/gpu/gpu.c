@@ -1178,3 +1178,46 @@ brasa_status gpu_sess_run_eager(struct gpu_sess *s, const struct graph *g,
 {
     return run(s, g, r, true, err);
 }
+
+/* ---------------------------------------------------------------- measurement */
+
+brasa_status gpu_copy_bandwidth(struct gpu *g, size_t bytes, double *gbps, struct brasa_err *err)
+{
+    CUdeviceptr a = 0, b = 0;
+    CUstream st = NULL;
+    CUevent e0 = NULL, e1 = NULL;
+    brasa_status s;
+    *gbps = 0;
+    if ((s = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
+        (s = gmem_alloc(&g->mem, &a, bytes, "copy test a", "bench", err)) ||
+        (s = gmem_alloc(&g->mem, &b, bytes, "copy test b", "bench", err)) ||
+        (s = DRV_CALL(&g->d, err, cuStreamCreate, &st, CU_STREAM_NON_BLOCKING)) ||
+        (s = DRV_CALL(&g->d, err, cuEventCreate, &e0, 0)) ||
+        (s = DRV_CALL(&g->d, err, cuEventCreate, &e1, 0)) ||
+        (s = DRV_CALL(&g->d, err, cuMemsetD8Async, a, 1, bytes, st)))
+        goto out;
+    float best = 1e30f;
+    for (int r = 0; r < 12 && s == BRASA_OK; r++) {
+        float ms = 0;
+        if ((s = DRV_CALL(&g->d, err, cuEventRecord, e0, st)) ||
+            (s = DRV_CALL(&g->d, err, cuMemcpyDtoDAsync, r & 1 ? a : b, r & 1 ? b : a, bytes, st)) ||
+            (s = DRV_CALL(&g->d, err, cuEventRecord, e1, st)) ||
+            (s = DRV_CALL(&g->d, err, cuStreamSynchronize, st)) ||
+            (s = DRV_CALL(&g->d, err, cuEventElapsedTime, &ms, e0, e1)))
+            break;
+        if (r >= 2 && ms < best)
+            best = ms;
+    }
+    if (s == BRASA_OK)
+        *gbps = 2.0 * (double)bytes / (best * 1e-3) / 1e9; /* bytes read + bytes written */
+out:
+    if (e0)
+        g->d.cuEventDestroy(e0);
+    if (e1)
+        g->d.cuEventDestroy(e1);
+    if (st)
+        g->d.cuStreamDestroy(st);
+    gmem_free(&g->mem, a);
+    gmem_free(&g->mem, b);
+    return s;
+}

@@ -58,6 +58,8 @@ const float *gpu_sess_output(const struct gpu_sess *s);
 /* Zeroes the recurrent states and the KV cache. */
 brasa_status gpu_sess_reset(struct gpu_sess *s, struct brasa_err *err);
 uint64_t gpu_sess_bytes(const struct gpu_sess *s);
+/* Device-to-device copy bandwidth (bytes read + written per second / 1e9): the roofline. */
+brasa_status gpu_copy_bandwidth(struct gpu *g, size_t bytes, double *gbps, struct brasa_err *err);
 /* Seconds of device time of the last run (events around the whole step). */
 double gpu_sess_last_ms(const struct gpu_sess *s);
 

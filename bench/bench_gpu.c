@@ -1,0 +1,153 @@
+/* GPU kernel benchmark: the device-to-device copy bandwidth (the roofline), then per weight
+ * format the bandwidth of a chain of matrix-vector products (one decode-like step over
+ * several hundred MB of weights, so nothing stays in L2), with the graph executor (one CUDA
+ * graph per step) and the eager one (a launch per kernel), and for a batch of 8 and 64
+ * columns. Prints a table; needs a GPU (exits 0 with a message without one).
+ *
+ *   build/bench/bench_gpu [--quick] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/gpu.h"
+#include "quant/quant.h"
+
+static unsigned long long rs = 0x9e3779b97f4a7c15ull;
+static float rndf(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (float)((rs >> 11) * (1.0 / 9007199254740992.0)) * 2 - 1;
+}
+
+struct chain {
+    struct graph g;
+    void **w;
+    int nl;
+    double bytes;
+};
+
+/* x = emb[tok]; then nl products d x d of type t (the last one d x d too). */
+static int build(struct chain *c, uint32_t t, int d, int nl, int n_tok)
+{
+    memset(c, 0, sizeof *c);
+    struct brasa_err err;
+    if (graph_init(&c->g, n_tok, &err) != BRASA_OK)
+        return 0;
+    c->w = calloc((size_t)nl + 1, sizeof(void *));
+    size_t rb = qtype_row_bytes(t, d);
+    float *row = malloc((size_t)d * 4);
+    int in = graph_add(&c->g, GOP_INPUT, "tokens", -1, -1, -1, -1, n_tok, 1);
+    c->g.nodes[in].p.i[0] = GIN_TOKENS;
+    float *emb = malloc((size_t)d * 16 * 4);
+    for (int i = 0; i < d * 16; i++)
+        emb[i] = rndf();
+    c->w[nl] = emb;
+    int e = graph_add(&c->g, GOP_WEIGHT, "emb", -1, -1, -1, -1, d, 16);
+    c->g.nodes[e].data = emb;
+    c->g.nodes[e].type = 0;
+    int x = graph_add(&c->g, GOP_GET_ROWS, "x0", e, in, -1, -1, d, n_tok);
+    for (int l = 0; l < nl; l++) {
+        uint8_t *w = malloc(rb * (size_t)d);
+        for (int r = 0; r < d; r++) {
+            for (int i = 0; i < d; i++)
+                row[i] = rndf() / sqrtf((float)d) * 1.5f;
+            quant_row(t, row, w + rb * (size_t)r, d, &err);
+        }
+        c->w[l] = w;
+        c->bytes += (double)rb * d;
+        int wn = graph_addf(&c->g, GOP_WEIGHT, -1, -1, -1, -1, d, d, "w%d", l);
+        c->g.nodes[wn].data = w;
+        c->g.nodes[wn].type = t;
+        x = graph_addf(&c->g, GOP_MATMUL, x, wn, -1, -1, d, n_tok, "mm%d", l);
+    }
+    free(row);
+    c->g.out = x;
+    c->g.n_out = n_tok;
+    c->nl = nl;
+    return graph_ok(&c->g) && graph_plan(&c->g, &err) == BRASA_OK;
+}
+
+static void chain_free(struct chain *c)
+{
+    for (int i = 0; i <= c->nl; i++)
+        free(c->w[i]);
+    free(c->w);
+    graph_free(&c->g);
+}
+
+static double time_runs(struct gpu_sess *s, struct chain *c, bool eager, int reps)
+{
+    struct brasa_err err;
+    int32_t tok[64] = {0};
+    struct graph_run r = {.pos0 = 0, .tokens = tok};
+    double best = 1e30;
+    for (int i = 0; i < reps + 2; i++) {
+        brasa_status st = eager ? gpu_sess_run_eager(s, &c->g, &r, &err)
+                                : gpu_sess_run(s, &c->g, &r, &err);
+        if (st != BRASA_OK) {
+            fprintf(stderr, "bench_gpu: %s\n", err.msg);
+            return -1;
+        }
+        double ms = gpu_sess_last_ms(s);
+        if (i >= 2 && ms < best)
+            best = ms;
+    }
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    struct gpu *g;
+    struct brasa_err err;
+    struct gpu_opts o = {.verbose = true};
+    if (gpu_open(&g, &o, &err) != BRASA_OK) {
+        printf("bench_gpu: no GPU (%s)\n", err.msg);
+        return 0;
+    }
+    double bw = 0;
+    if (gpu_copy_bandwidth(g, (size_t)1 << 30, &bw, &err) != BRASA_OK) {
+        printf("bench_gpu: %s\n", err.msg);
+        return 1;
+    }
+    printf("\n%s: device-to-device copy %.0f GB/s (read + write, 1 GiB)\n\n", gpu_device_name(g), bw);
+    static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K,
+                                     GGML_TYPE_Q5_K, GGML_TYPE_Q4_0, GGML_TYPE_F16,
+                                     GGML_TYPE_BF16};
+    int d = 4096, nl = quick ? 8 : 24;
+    printf("| type | weights MB | 1 col graph us | GB/s | %% of copy | 1 col eager us | 8 cols us | 64 cols us |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        struct chain c1, c8, c64;
+        if (!build(&c1, types[ti], d, nl, 1) || !build(&c8, types[ti], d, nl, 8) ||
+            !build(&c64, types[ti], d, nl, 64)) {
+            printf("bench_gpu: graph build failed\n");
+            return 1;
+        }
+        struct gpu_sess *s;
+        if (gpu_sess_new(g, &s, &err) != BRASA_OK ||
+            gpu_sess_prepare(s, &c1.g, 16, &err) != BRASA_OK ||
+            gpu_sess_prepare(s, &c8.g, 16, &err) != BRASA_OK ||
+            gpu_sess_prepare(s, &c64.g, 16, &err) != BRASA_OK) {
+            printf("bench_gpu: %s\n", err.msg);
+            return 1;
+        }
+        double tg = time_runs(s, &c1, false, 20), te = time_runs(s, &c1, true, 20);
+        double t8 = time_runs(s, &c8, false, 10), t64 = time_runs(s, &c64, false, 5);
+        double gbs = c1.bytes / (tg * 1e-3) / 1e9;
+        printf("| %s | %.0f | %.0f | %.0f | %.0f%% | %.0f | %.0f | %.0f |\n",
+               qtype_get(types[ti])->name, c1.bytes / 1e6, tg * 1e3, gbs, 100 * gbs / bw, te * 1e3,
+               t8 * 1e3, t64 * 1e3);
+        fflush(stdout);
+        gpu_sess_free(s);
+        chain_free(&c1);
+        chain_free(&c8);
+        chain_free(&c64);
+    }
+    gpu_mem_report(g, stdout);
+    gpu_close(g);
+    return 0;
+}

@@ -1,0 +1,297 @@
+/* The GPU backend against the goldens and against the CPU backend, on every fixture model;
+ * the graph executor against the eager one (bit-identical); long-context attention (split
+ * along the sequence) and the F16 KV cache. Runs only where a GPU is present; SKIPs otherwise. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brasa.h"
+#include "gpu/gpu.h"
+#include "json_mini.h"
+#include "test.h"
+
+static int have_gpu = -1;
+
+static int gpu_present(void)
+{
+    if (have_gpu < 0) {
+        struct gpu *g = NULL;
+        struct brasa_err err = {{0}};
+        have_gpu = gpu_open(&g, NULL, &err) == BRASA_OK;
+        if (!have_gpu)
+            fprintf(stderr, "  no GPU: %s\n", err.msg);
+        gpu_close(g);
+    }
+    return have_gpu;
+}
+
+static const char *archs[] = {"llama", "qwen2", "granite", "qwen3", "qwen35"};
+static const char *types[] = {"F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0"};
+
+static double tol_of(const char *type)
+{
+    if (!strcmp(type, "F32"))
+        return 1e-4;
+    if (!strcmp(type, "F16"))
+        return 2e-3;
+    if (!strcmp(type, "BF16"))
+        return 1e-2;
+    return 5e-2;
+}
+
+/* max |a - b| / max |ref| over n values */
+static double rel_err(const float *a, const float *b, const float *ref, size_t n)
+{
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > md || isnan(d))
+            md = isnan(d) ? INFINITY : d;
+        if (fabs(ref[i]) > mr)
+            mr = fabs(ref[i]);
+    }
+    return mr > 0 ? md / mr : md;
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+struct fixture {
+    struct jm *js;
+    float *gold;
+    size_t gold_n;
+};
+
+static int load_fixture(const char *arch, const char *type, struct fixture *fx, char *gguf,
+                        size_t cap)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "fixtures/%s.%s.gguf", arch, type);
+    snprintf(gguf, cap, "%s", test_shared_path(rel));
+    if (!test_file_exists(gguf))
+        return 0;
+    snprintf(rel, sizeof rel, "fixtures/%s.%s.prompts.json", arch, type);
+    size_t n = 0;
+    char *txt = test_read_file(test_shared_path(rel), &n);
+    snprintf(rel, sizeof rel, "fixtures/%s.%s.logits.f32", arch, type);
+    size_t gb = 0;
+    fx->gold = (float *)test_read_file(test_shared_path(rel), &gb);
+    fx->gold_n = gb / 4;
+    fx->js = txt ? jm_parse(txt, n) : NULL;
+    free(txt);
+    return fx->js && fx->gold;
+}
+
+static brasa_status open_model(const char *path, enum brasa_backend be, struct brasa_model **m,
+                               struct brasa_session **s, int n_ctx, enum brasa_kv_type kv)
+{
+    struct brasa_err err = {{0}};
+    struct brasa_model_opts mo = {.backend = be, .n_threads = 2};
+    struct brasa_session_opts so = {.n_ctx = n_ctx, .kv_type = kv};
+    brasa_status st = brasa_model_load(path, &mo, m, &err);
+    if (st == BRASA_OK && (st = brasa_session_new(*m, &so, s, &err)) != BRASA_OK) {
+        brasa_model_free(*m);
+        *m = NULL;
+    }
+    if (st != BRASA_OK)
+        fprintf(stderr, "  %s: %s\n", path, err.msg);
+    return st;
+}
+
+/* Prompt (one batch) and 32 decode steps of every prompt: GPU vs goldens and vs CPU. */
+static void check_file(const char *arch, const char *type, double *worst_gold, double *worst_cpu)
+{
+    struct fixture fx = {0};
+    char path[1024];
+    if (!load_fixture(arch, type, &fx, path, sizeof path)) {
+        jm_free(fx.js);
+        free(fx.gold);
+        return;
+    }
+    struct brasa_model *mg = NULL, *mc = NULL;
+    struct brasa_session *sg = NULL, *sc = NULL;
+    double tol = tol_of(type), eg = 0, ec = 0;
+    if (open_model(path, BRASA_BACKEND_CUDA, &mg, &sg, 512, BRASA_KV_F32) != BRASA_OK ||
+        open_model(path, BRASA_BACKEND_CPU, &mc, &sc, 512, BRASA_KV_F32) != BRASA_OK) {
+        CHECKF(0, "%s.%s did not load", arch, type);
+        goto out;
+    }
+    struct brasa_model_info info;
+    brasa_model_get_info(mg, &info);
+    CHECKF(!strcmp(info.backend, "cuda"), "%s.%s runs on %s", arch, type, info.backend);
+    int nv = info.n_vocab;
+    const struct jm *prompts = jm_get(fx.js, "prompts");
+    for (size_t p = 0; prompts && p < prompts->n; p++) {
+        const struct jm *pr = jm_at(prompts, p);
+        const struct jm *ids = jm_get(pr, "token_ids"), *gids = jm_get(pr, "greedy_ids");
+        const struct jm *marg = jm_get(pr, "greedy_margins");
+        int n = (int)ids->n;
+        long off_p = jm_int(jm_get(jm_get(pr, "prompt_logits"), "row_offset"), 0);
+        long off_d = jm_int(jm_get(jm_get(pr, "decode_logits"), "row_offset"), 0);
+        int32_t *tok = malloc((size_t)n * 4);
+        float *lg = malloc((size_t)n * nv * 4), *lc = malloc((size_t)n * nv * 4);
+        for (int i = 0; i < n; i++)
+            tok[i] = (int32_t)jm_int(jm_at(ids, (size_t)i), 0);
+        brasa_session_reset(sg);
+        brasa_session_reset(sc);
+        struct brasa_err err = {{0}};
+        brasa_status st = brasa_session_eval(sg, tok, n, lg, &err);
+        CHECKF(st == BRASA_OK, "%s.%s prompt on GPU: %s", arch, type, err.msg);
+        st = brasa_session_eval(sc, tok, n, lc, &err);
+        CHECKF(st == BRASA_OK, "%s.%s prompt on CPU: %s", arch, type, err.msg);
+        const float *gold = fx.gold + (size_t)off_p * nv;
+        double e1 = rel_err(lg, gold, gold, (size_t)n * nv), e2 = rel_err(lg, lc, lc, (size_t)n * nv);
+        eg = fmax(eg, e1);
+        ec = fmax(ec, e2);
+        for (int i = 0; i < n; i++)
+            CHECKF(argmax(lg + (size_t)i * nv, nv) == argmax(gold + (size_t)i * nv, nv) ||
+                       e1 > 0, "%s.%s prompt row %d argmax", arch, type, i);
+        bool greedy_ok = true;
+        for (int k = 0; k < 32 && k < (int)gids->n; k++) {
+            int32_t id = (int32_t)jm_int(jm_at(gids, (size_t)k), 0);
+            if (brasa_session_eval(sg, &id, 1, NULL, &err) != BRASA_OK ||
+                brasa_session_eval(sc, &id, 1, NULL, &err) != BRASA_OK) {
+                CHECKF(0, "%s.%s decode %d: %s", arch, type, k, err.msg);
+                break;
+            }
+            const float *a = brasa_session_logits(sg), *c = brasa_session_logits(sc);
+            const float *gr = fx.gold + (size_t)(off_d + k) * nv;
+            eg = fmax(eg, rel_err(a, gr, gr, (size_t)nv));
+            ec = fmax(ec, rel_err(a, c, c, (size_t)nv));
+            if (k + 1 < (int)gids->n && greedy_ok) {
+                if (jm_num(jm_at(marg, (size_t)k + 1), 1) < tol)
+                    greedy_ok = false; /* near-tie: stop comparing the continuation */
+                else
+                    CHECKF(argmax(a, nv) == jm_int(jm_at(gids, (size_t)k + 1), -1),
+                           "%s.%s prompt %zu: greedy token %d differs", arch, type, p, k + 1);
+            }
+        }
+        free(tok);
+        free(lg);
+        free(lc);
+    }
+    CHECKF(eg <= tol, "%s.%s: GPU vs golden %.3g > %.3g", arch, type, eg, tol);
+    CHECKF(ec <= tol, "%s.%s: GPU vs CPU %.3g > %.3g", arch, type, ec, tol);
+    printf("  %-8s %-7s GPU vs golden %.2e, vs CPU %.2e (bound %.0e)\n", arch, type, eg, ec, tol);
+    *worst_gold = fmax(*worst_gold, eg / tol);
+    *worst_cpu = fmax(*worst_cpu, ec / tol);
+out:
+    brasa_session_free(sg);
+    brasa_session_free(sc);
+    brasa_model_free(mg);
+    brasa_model_free(mc);
+    jm_free(fx.js);
+    free(fx.gold);
+}
+
+TEST(fixtures_vs_golden_and_cpu)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    char probe[1024];
+    snprintf(probe, sizeof probe, "%s", test_shared_path("fixtures/llama.F32.gguf"));
+    if (!test_file_exists(probe))
+        SKIP("fixtures not found (set BRASA_SHARED)");
+    double wg = 0, wc = 0;
+    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++)
+        for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+            check_file(archs[a], types[t], &wg, &wc);
+    printf("  worst error / bound: vs golden %.2f, vs CPU %.2f\n", wg, wc);
+}
+
+/* Decode logits of the graph executor and of the eager one, bit for bit. */
+TEST(graph_equals_eager)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "fixtures/%s.Q4_K_M.gguf", archs[a]);
+        const char *path = test_shared_path(rel);
+        if (!test_file_exists(path))
+            continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s", path);
+        struct brasa_model *m1 = NULL, *m2 = NULL;
+        struct brasa_session *s1 = NULL, *s2 = NULL;
+        unsetenv("BRASA_GPU_GRAPH");
+        brasa_status st = open_model(p, BRASA_BACKEND_CUDA, &m1, &s1, 512, BRASA_KV_F16);
+        setenv("BRASA_GPU_GRAPH", "0", 1);
+        if (st == BRASA_OK)
+            st = open_model(p, BRASA_BACKEND_CUDA, &m2, &s2, 512, BRASA_KV_F16);
+        unsetenv("BRASA_GPU_GRAPH");
+        REQUIRE(st == BRASA_OK);
+        int32_t prompt[5] = {1, 20, 300, 40, 5};
+        struct brasa_err err = {{0}};
+        CHECK(brasa_session_eval(s1, prompt, 5, NULL, &err) == BRASA_OK);
+        CHECK(brasa_session_eval(s2, prompt, 5, NULL, &err) == BRASA_OK);
+        int same = 1;
+        struct brasa_model_info info;
+        brasa_model_get_info(m1, &info);
+        for (int k = 0; k < 16; k++) {
+            int32_t id = (int32_t)((k * 37 + 11) % info.n_vocab);
+            CHECK(brasa_session_eval(s1, &id, 1, NULL, &err) == BRASA_OK);
+            CHECK(brasa_session_eval(s2, &id, 1, NULL, &err) == BRASA_OK);
+            same &= memcmp(brasa_session_logits(s1), brasa_session_logits(s2),
+                           (size_t)info.n_vocab * 4) == 0;
+        }
+        CHECKF(same, "%s: graph and eager decode logits differ", archs[a]);
+        brasa_session_free(s1);
+        brasa_session_free(s2);
+        brasa_model_free(m1);
+        brasa_model_free(m2);
+    }
+}
+
+/* A 2048-position context (attention split along the sequence in decode) and an F16 cache,
+ * against the CPU backend with the same cache type. */
+TEST(long_context_f16_cache)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    const char *files[] = {"fixtures/llama.Q8_0.gguf", "fixtures/qwen35.Q8_0.gguf"};
+    for (int f = 0; f < 2; f++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s", test_shared_path(files[f]));
+        if (!test_file_exists(p))
+            continue;
+        struct brasa_model *mg = NULL, *mc = NULL;
+        struct brasa_session *sg = NULL, *sc = NULL;
+        REQUIRE(open_model(p, BRASA_BACKEND_CUDA, &mg, &sg, 2048, BRASA_KV_F16) == BRASA_OK);
+        REQUIRE(open_model(p, BRASA_BACKEND_CPU, &mc, &sc, 2048, BRASA_KV_F16) == BRASA_OK);
+        unsigned long long seed = test_seed();
+        int n = 300;
+        int32_t *tok = malloc((size_t)n * 4);
+        for (int i = 0; i < n; i++)
+            tok[i] = (int32_t)(test_rand_u64(&seed) % 1000);
+        struct brasa_err err = {{0}};
+        CHECK(brasa_session_eval(sg, tok, n, NULL, &err) == BRASA_OK);
+        CHECK(brasa_session_eval(sc, tok, n, NULL, &err) == BRASA_OK);
+        double e = 0;
+        struct brasa_model_info info;
+        brasa_model_get_info(mg, &info);
+        for (int k = 0; k < 8; k++) {
+            int32_t id = tok[k];
+            CHECK(brasa_session_eval(sg, &id, 1, NULL, &err) == BRASA_OK);
+            CHECK(brasa_session_eval(sc, &id, 1, NULL, &err) == BRASA_OK);
+            e = fmax(e, rel_err(brasa_session_logits(sg), brasa_session_logits(sc),
+                                brasa_session_logits(sc), (size_t)info.n_vocab));
+        }
+        printf("  %s, 2048 ctx, F16 cache, 300 + 8 tokens: GPU vs CPU %.2e\n", files[f], e);
+        CHECKF(e < 5e-2, "%s: GPU vs CPU %.3g", files[f], e);
+        free(tok);
+        brasa_session_free(sg);
+        brasa_session_free(sc);
+        brasa_model_free(mg);
+        brasa_model_free(mc);
+    }
+}
+
+TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(long_context_f16_cache))
