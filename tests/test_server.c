@@ -530,6 +530,7 @@ TEST(server_generation_end_to_end)
     const char *args[] = {"-m", mpath, "--models-dir", models_dir, NULL};
     REQUIRE(server_start(&sv, "2", args));
     int port = sv.port;
+    char body[512];
     struct resp r = http(port, "POST", "/api/models/load", "{\"model\":\"qwen2.Q8_0\",\"wait\":true}", NULL);
     if (r.status != 200) {
         resp_free(&r);
@@ -574,6 +575,33 @@ TEST(server_generation_end_to_end)
     EXPECT(r, 200, "data: [DONE]");
     CHECK(strstr(r.body, "\"text\":") && usage_n(r.body, "\"total_tokens\":") > 5);
     resp_free(&r);
+
+    /* a stop string cuts the text before it and ends with finish_reason "stop" */
+    r = http(port, "POST", "/v1/completions",
+             "{\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true}", NULL);
+    char full[256] = "";
+    const char *tx = strstr(r.body, "\"text\":\"");
+    if (tx) {
+        tx += 8;
+        const char *q = strchr(tx, '"');
+        if (q && q - tx < 200 && !memchr(tx, '\\', (size_t)(q - tx)))
+            snprintf(full, sizeof full, "%.*s", (int)(q - tx), tx);
+    }
+    resp_free(&r);
+    size_t fl = strlen(full);
+    if (fl >= 6) {
+        char stop[8], want[256];
+        snprintf(stop, sizeof stop, "%.3s", full + fl / 2);
+        const char *at = strstr(full, stop);
+        snprintf(want, sizeof want, "\"text\":\"%.*s\"", (int)(at - full), full);
+        snprintf(body, sizeof body,
+                 "{\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true,"
+                 "\"stop\":[\"%s\"]}", stop);
+        r = http(port, "POST", "/v1/completions", body, NULL);
+        EXPECT(r, 200, want);
+        CHECKF(strstr(r.body, "\"finish_reason\":\"stop\"") != NULL, "%.300s", r.body);
+        resp_free(&r);
+    }
 
     /* tokenize / detokenize round trip */
     r = http(port, "POST", "/tokenize", "{\"content\":\"Hello world\"}", NULL);

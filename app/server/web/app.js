@@ -438,10 +438,25 @@ async function send(text) {
   }
 }
 
+// Sampling settings are remembered across reloads, like the language.
+function restoreSettings() {
+  let saved = {};
+  try { saved = JSON.parse(localStorage.getItem('brasa.settings') || '{}'); } catch (e) { /* ignore */ }
+  for (const el of document.querySelectorAll('.settings input')) {
+    if (typeof saved[el.id] === 'string') el.value = saved[el.id];
+    el.addEventListener('change', () => {
+      const all = {};
+      for (const e of document.querySelectorAll('.settings input')) all[e.id] = e.value;
+      try { localStorage.setItem('brasa.settings', JSON.stringify(all)); } catch (e) { /* ignore */ }
+    });
+  }
+}
+
 // ---- wiring ----
 
 function init() {
   state.lang = initialLang();
+  restoreSettings();
   try { $('api-key').value = sessionStorage.getItem('brasa.key') || ''; } catch (e) { /* ignore */ }
   $('api-key').addEventListener('change', () => {
     sessionStorage.setItem('brasa.key', $('api-key').value);
