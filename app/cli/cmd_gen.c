@@ -875,7 +875,10 @@ int cmd_perplexity(int argc, char **argv)
                 goto out;
             }
         }
-        fprintf(stderr, "[%d]%.4f%s", c + 1, exp(acc.nll / (double)acc.count), c + 1 < n_chunk ? "," : "\n");
+        /* Running perplexity, about 16 times over the run (llama.cpp prints every window). */
+        int step = n_chunk / 16 > 1 ? n_chunk / 16 : 1;
+        if ((c + 1) % step == 0 || c + 1 == n_chunk)
+            fprintf(stderr, "[%d]%.4f%s", c + 1, exp(acc.nll / (double)acc.count), c + 1 < n_chunk ? "," : "\n");
         if (c == 0)
             fprintf(stderr, "(%.2f s per window) ", plat_now() - t0);
     }

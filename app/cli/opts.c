@@ -8,6 +8,7 @@
 
 #include "core/platform.h"
 #include "gguf/gguf.h"
+#include "quant/quant.h"
 
 /* ---- option parsing ---- */
 
@@ -276,6 +277,19 @@ const char *cli_file_type_name(const char *path, char *buf, size_t cap)
             snprintf(buf, cap, "%s", n);
         else
             snprintf(buf, cap, "ftype %u", t);
+    } else {
+        /* No file type recorded: name the type that holds most of the matrix bytes. */
+        uint64_t bytes[GGML_TYPE_COUNT] = {0};
+        uint32_t best = 0;
+        for (uint64_t i = 0; i < f->n_tensors; i++)
+            if (f->tensors[i].n_dims >= 2 && f->tensors[i].type < GGML_TYPE_COUNT)
+                bytes[f->tensors[i].type] += f->tensors[i].nbytes;
+        for (uint32_t k = 0; k < GGML_TYPE_COUNT; k++)
+            if (bytes[k] > bytes[best])
+                best = k;
+        const struct qtype_info *q = qtype_get(best);
+        if (q && bytes[best])
+            snprintf(buf, cap, "%s", q->name);
     }
     gguf_close(f);
     return buf;
