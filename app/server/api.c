@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "gpumem.h"
 
 char *api_error_json(const char *msg, const char *type, const char *param)
 {
@@ -674,12 +675,20 @@ char *api_telemetry(struct srv *s)
                                                 num_or_null(p->ms_per_token)));
     }
     const char *backend = s->state == MS_READY && s->info.backend ? s->info.backend : "cpu";
-    json_t *mem = json_pack("{s:s, s:I, s:I, s:I, s:I}", "kind", "resident (CPU)", "used", (json_int_t)rss_bytes(),
-                            "total", (json_int_t)mem_total(), "model_bytes",
+    /* device memory when the model runs on the GPU, else this process's resident memory */
+    uint64_t used = rss_bytes(), total = mem_total(), dused, dtotal;
+    const char *kind = "cpu", *dev = NULL;
+    if (strcmp(backend, "cpu") && gpumem_query(&dused, &dtotal, &dev)) {
+        used = dused;
+        total = dtotal;
+        kind = "gpu";
+    }
+    json_t *mem = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "kind", kind, "used", (json_int_t)used, "total",
+                            (json_int_t)total, "resident", (json_int_t)rss_bytes(), "model_bytes",
                             (json_int_t)(s->state == MS_READY ? s->info.file_bytes : 0), "session_bytes",
                             (json_int_t)s->session_bytes);
-    if (strcmp(backend, "cpu"))
-        json_object_set_new(mem, "note", json_string("device memory is not reported by the engine API yet"));
+    if (dev && !strcmp(kind, "gpu"))
+        json_object_set_new(mem, "device", json_string(dev));
     json_t *o = json_pack("{s:f, s:o, s:{s:i, s:b}, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:I}}", "time",
                           srv_now(), "model", model_state_json(s), "queue", "waiting", s->q_len, "active",
                           s->active != NULL, "current", cur, "last", last, "recent", recent, "series", series,

@@ -17,7 +17,7 @@ const STRINGS = {
     timeline: 'Model lifecycle', you: 'you', assistant: 'assistant', error: 'error',
     connected: 'live', reconnecting: 'reconnecting…', idle: 'idle', generating: 'generating',
     waiting: 'waiting in queue', noData: 'no data yet', now: 'now', used: 'used', of: 'of',
-    memResident: 'resident memory (CPU)', noModel: 'no model',
+    memResident: 'resident memory (CPU)', memDevice: 'device memory', noModel: 'no model',
     st_loading: 'loading', st_ready: 'ready', st_unloading: 'unloading', st_error: 'error', st_unloaded: 'unloaded',
     fin_stop: 'stop', fin_length: 'length', fin_cancelled: 'cancelled',
   },
@@ -36,7 +36,7 @@ const STRINGS = {
     timeline: 'Ciclo de vida do modelo', you: 'você', assistant: 'assistente', error: 'erro',
     connected: 'ao vivo', reconnecting: 'reconectando…', idle: 'ocioso', generating: 'gerando',
     waiting: 'aguardando na fila', noData: 'sem dados ainda', now: 'agora', used: 'em uso', of: 'de',
-    memResident: 'memória residente (CPU)', noModel: 'nenhum modelo',
+    memResident: 'memória residente (CPU)', memDevice: 'memória do dispositivo', noModel: 'nenhum modelo',
     st_loading: 'carregando', st_ready: 'pronto', st_unloading: 'descarregando', st_error: 'erro',
     st_unloaded: 'descarregado',
     fin_stop: 'parada', fin_length: 'limite', fin_cancelled: 'cancelada',
@@ -281,7 +281,7 @@ function render() {
   drawSeries($('plot-mspt'), series, 'ms_per_token', css('--blue'), 'ms');
   drawGauge($('gauge'), d.memory.used, d.memory.total);
   $('mem-text').textContent = `${fmtBytes(d.memory.used)} ${t('of')} ${fmtBytes(d.memory.total)}`;
-  $('mem-kind').textContent = t('memResident');
+  $('mem-kind').textContent = d.memory.kind === 'gpu' ? `${t('memDevice')} · ${d.memory.device || 'GPU'}` : t('memResident');
   if (d.last) {
     $('l-np').textContent = fmt(last.n_prompt, 0);
     $('l-ng').textContent = fmt(last.n_gen, 0);
