@@ -24,58 +24,64 @@ static float rndf(void)
 
 struct chain {
     struct graph g;
-    void **w;
-    int nl;
     double bytes;
 };
 
-/* x = emb[tok]; then nl products d x d of type t (the last one d x d too). */
-static int build(struct chain *c, uint32_t t, int d, int nl, int n_tok)
+/* Random blocks with sane scales (fp16 scale fields set to small values): a product's speed
+ * does not depend on the values, only NaN/Inf must be avoided. */
+static void *rand_weights(uint32_t t, int d)
+{
+    size_t rb = qtype_row_bytes(t, d), n = rb * (size_t)d;
+    uint8_t *w = malloc(n);
+    for (size_t i = 0; i < n; i += 4) {
+        float f = rndf();
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        u ^= (uint32_t)(rs >> 13);
+        memcpy(w + i, &u, n - i < 4 ? n - i : 4);
+    }
+    const struct qtype_info *qi = qtype_get(t);
+    size_t bb = qi->block_bytes, nb = n / bb;
+    uint16_t h = f32_to_fp16(0.001f);
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t *blk = w + b * bb;
+        if (t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) {
+            uint16_t v = t == GGML_TYPE_F16 ? f32_to_fp16(rndf() * 0.02f) : f32_to_bf16(rndf() * 0.02f);
+            memcpy(blk, &v, 2);
+        } else if (t == GGML_TYPE_Q6_K) {
+            memcpy(blk + 208, &h, 2);
+        } else {
+            memcpy(blk, &h, 2);
+            if (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K)
+                memcpy(blk + 2, &h, 2);
+        }
+    }
+    return w;
+}
+
+/* x = emb[tok]; then nl products d x d of type t over the weights w[0..nl). */
+static int build(struct chain *c, uint32_t t, int d, int nl, int n_tok, void **w, float *emb)
 {
     memset(c, 0, sizeof *c);
     struct brasa_err err;
     if (graph_init(&c->g, n_tok, &err) != BRASA_OK)
         return 0;
-    c->w = calloc((size_t)nl + 1, sizeof(void *));
-    size_t rb = qtype_row_bytes(t, d);
-    float *row = malloc((size_t)d * 4);
     int in = graph_add(&c->g, GOP_INPUT, "tokens", -1, -1, -1, -1, n_tok, 1);
     c->g.nodes[in].p.i[0] = GIN_TOKENS;
-    float *emb = malloc((size_t)d * 16 * 4);
-    for (int i = 0; i < d * 16; i++)
-        emb[i] = rndf();
-    c->w[nl] = emb;
     int e = graph_add(&c->g, GOP_WEIGHT, "emb", -1, -1, -1, -1, d, 16);
     c->g.nodes[e].data = emb;
     c->g.nodes[e].type = 0;
     int x = graph_add(&c->g, GOP_GET_ROWS, "x0", e, in, -1, -1, d, n_tok);
     for (int l = 0; l < nl; l++) {
-        uint8_t *w = malloc(rb * (size_t)d);
-        for (int r = 0; r < d; r++) {
-            for (int i = 0; i < d; i++)
-                row[i] = rndf() / sqrtf((float)d) * 1.5f;
-            quant_row(t, row, w + rb * (size_t)r, d, &err);
-        }
-        c->w[l] = w;
-        c->bytes += (double)rb * d;
+        c->bytes += (double)qtype_row_bytes(t, d) * d;
         int wn = graph_addf(&c->g, GOP_WEIGHT, -1, -1, -1, -1, d, d, "w%d", l);
-        c->g.nodes[wn].data = w;
+        c->g.nodes[wn].data = w[l];
         c->g.nodes[wn].type = t;
         x = graph_addf(&c->g, GOP_MATMUL, x, wn, -1, -1, d, n_tok, "mm%d", l);
     }
-    free(row);
     c->g.out = x;
     c->g.n_out = n_tok;
-    c->nl = nl;
     return graph_ok(&c->g) && graph_plan(&c->g, &err) == BRASA_OK;
-}
-
-static void chain_free(struct chain *c)
-{
-    for (int i = 0; i <= c->nl; i++)
-        free(c->w[i]);
-    free(c->w);
-    graph_free(&c->g);
 }
 
 static double time_runs(struct gpu_sess *s, struct chain *c, bool eager, int reps)
@@ -122,8 +128,14 @@ int main(int argc, char **argv)
     printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         struct chain c1, c8, c64;
-        if (!build(&c1, types[ti], d, nl, 1) || !build(&c8, types[ti], d, nl, 8) ||
-            !build(&c64, types[ti], d, nl, 64)) {
+        void *w[64];
+        float *emb = malloc((size_t)d * 16 * 4);
+        for (int i = 0; i < d * 16; i++)
+            emb[i] = rndf();
+        for (int l = 0; l < nl; l++)
+            w[l] = rand_weights(types[ti], d);
+        if (!build(&c1, types[ti], d, nl, 1, w, emb) || !build(&c8, types[ti], d, nl, 8, w, emb) ||
+            !build(&c64, types[ti], d, nl, 64, w, emb)) {
             printf("bench_gpu: graph build failed\n");
             return 1;
         }
@@ -143,9 +155,12 @@ int main(int argc, char **argv)
                t8 * 1e3, t64 * 1e3);
         fflush(stdout);
         gpu_sess_free(s);
-        chain_free(&c1);
-        chain_free(&c8);
-        chain_free(&c64);
+        graph_free(&c1.g);
+        graph_free(&c8.g);
+        graph_free(&c64.g);
+        for (int l = 0; l < nl; l++)
+            free(w[l]);
+        free(emb);
     }
     gpu_mem_report(g, stdout);
     gpu_close(g);

@@ -180,6 +180,8 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
         g->o.timeout_s = e && atof(e) > 0 ? atof(e) : 60.0;
     if (g->o.duty <= 0 && (e = getenv("BRASA_GPU_DUTY")) && atof(e) > 0 && atof(e) < 1)
         g->o.duty = atof(e);
+    if ((e = getenv("BRASA_VERBOSE")) && *e && strcmp(e, "0") != 0)
+        g->o.verbose = true;
     pthread_mutex_init(&g->mu, NULL);
     brasa_status st = drv_load(&g->d, err);
     if (st != BRASA_OK) {
@@ -237,6 +239,12 @@ void gpu_close(struct gpu *g)
         return;
     if (g->d.lib_cuda) {
         g->d.cuCtxSetCurrent(g->ctx);
+        if (g->o.verbose) {
+            fprintf(stderr, "brasa: kernels: %d compiled in %.3f s, %d from the cache, modules "
+                    "loaded in %.3f s; weights %.1f MiB\n", g->jit.n_compiled, g->jit.compile_s,
+                    g->jit.n_cached, g->jit.load_s, (double)g->weight_bytes / 1048576.0);
+            gmem_report(&g->mem, stderr);
+        }
         for (int i = 0; i < g->nw; i++)
             gmem_free(&g->mem, g->w[i].dev);
         for (int i = 0; i < g->n_mv; i++)

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The GPU checks and benchmarks, run on a machine with an NVIDIA GPU, from the repo root:
+#   tools/gpu_check.sh [quick|full]   (BRASA_SHARED: the fixtures, default ../shared)
+# Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
+# compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
+# (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
+# Qwen2.5 files made here with `brasa synth`. Logs go to $OUT (or /tmp/gpu_check); a short
+# table is printed last.
+set -u
+mode=${1:-quick}
+out=${OUT:-/tmp/gpu_check}
+mkdir -p "$out"
+export BRASA_CACHE=${BRASA_CACHE:-/tmp/brasa-kcache}
+B=build-dev
+J=$(nproc)
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+step() { local t0=$SECONDS; "$@"; local rc=$?; echo "   ($((SECONDS - t0)) s, rc $rc)"; return $rc; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
+  | tee "$out/gpu.txt"
+step make -s BUILD=$B -j"$J" $B/tests/test_gpu $B/tests/test_gpu_compile $B/bench/bench_gpu \
+  >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; note "build of tests FAILED"; }
+step make -s BUILD=$B -j"$J" $B/brasa >>"$out/build.log" 2>&1 || note "build of brasa failed (see build.log)"
+
+if [ -x $B/bench/bench_gpu ]; then
+  step $B/bench/bench_gpu $([ "$mode" = quick ] && echo --quick) 2>"$out/bench_gpu.err" \
+    | tee "$out/bench_gpu.txt"
+  grep "^|" "$out/bench_gpu.txt" >/dev/null && note "bench_gpu: see table above"
+fi
+if [ -x $B/tests/test_gpu ]; then
+  step $B/tests/test_gpu >"$out/test_gpu.txt" 2>&1
+  cat "$out/test_gpu.txt" | tail -60
+  note "test_gpu: $(tail -1 "$out/test_gpu.txt")"
+fi
+if [ -x $B/tests/test_gpu_compile ]; then
+  BRASA_TEST_THREADS=$J step $B/tests/test_gpu_compile >"$out/compile.txt" 2>&1
+  note "test_gpu_compile: $(grep -m1 NVRTC "$out/compile.txt") $(tail -1 "$out/compile.txt")"
+fi
+
+shared=${BRASA_SHARED:-../shared}
+fx=$shared/fixtures/llama.Q4_K_M.gguf
+if [ -x $B/brasa ] && [ -f "$fx" ] && command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    for g in 1 0; do
+      BRASA_GPU_GRAPH=$g step compute-sanitizer --tool $tool --error-exitcode 9 \
+        $B/brasa run -m "$fx" -p "The quick brown fox jumps over the lazy dog" -n 4 --temp 0 \
+        >"$out/san_${tool}_$g.txt" 2>&1
+      rc=$?
+      note "compute-sanitizer $tool (graph=$g, prefill + 4 decode steps): rc $rc, $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_${tool}_$g.txt")"
+    done
+  done
+fi
+
+if [ "$mode" = full ] && [ -x $B/brasa ]; then
+  mkdir -p /tmp/synth
+  for spec in "qwen2 7b q4_k_m" "qwen2 7b q8_0" "qwen2 1.5b q4_k_m" "qwen2 1.5b q8_0" "qwen2 1.5b f16"; do
+    set -- $spec
+    f=/tmp/synth/$1-$2-$3.gguf
+    [ -f "$f" ] || step $B/brasa synth --arch $1 --shape $2 --type $3 -o "$f" -t "$J" >"$out/synth.log" 2>&1 \
+      || { note "synth $spec failed: $(tail -2 "$out/synth.log")"; continue; }
+    rm -rf "$BRASA_CACHE"  # cold kernel cache for the first load
+    t0=$(date +%s.%N)
+    $B/brasa bench -m "$f" -p 512 -n 128 -r 3 >"$out/bench_$2_$3.txt" 2>&1
+    t1=$(date +%s.%N)
+    cat "$out/bench_$2_$3.txt"
+    note "bench $spec: $(grep -E 'pp512|tg128' "$out/bench_$2_$3.txt" | tr -s ' ' | tr '\n' ' ') (wall $(echo "$t1 - $t0" | bc) s)"
+    for c in cold warm; do
+      [ $c = cold ] && rm -rf "$BRASA_CACHE"
+      s0=$(date +%s.%N)
+      BRASA_VERBOSE=1 $B/brasa run -m "$f" -p "$(printf 'word %.0s' $(seq 31))" -n 1 --temp 0 \
+        >"$out/run_$2_$3_$c.txt" 2>&1
+      s1=$(date +%s.%N)
+      note "$spec: load + 32-token prompt + 1 token, $c kernel cache: $(echo "$s1 - $s0" | bc) s wall; $(grep -m1 'kernels:' "$out/run_$2_$3_$c.txt" | cut -c1-160); $(grep -m1 -iE 'ttft|prompt' "$out/run_$2_$3_$c.txt" | cut -c1-120)"
+    done
+  done
+fi
+
+echo
+echo "================ summary ($mode)"
+for s in "${summary[@]}"; do echo "- $s"; done
