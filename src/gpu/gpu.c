@@ -625,14 +625,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     if (!l)
         return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
     ap(l, W);
-    ap(l, mode == 4 ? b->xf : mode >= 2 ? b->xf : b->xq);
-    if (mode == 4 && b->normsrc[i] < 0) { /* F32 weights read the activation itself */
-        CUdeviceptr x;
-        if ((st = dev_of(b, src, &x)))
-            return st;
-        l->v[1].p = x;
-        b->q_src = -1;
-    }
+    ap(l, mode >= 2 ? b->xf : b->xq); /* never the input itself: y may share its buffer */
     ap(l, b->xd);
     ap(l, y);
     ap(l, bias);
@@ -883,20 +876,31 @@ static void fuse(struct pb *b)
         if (keep)
             continue;
         if (n->op == GOP_RMS_NORM && n->p.i[0] == n->ne[0] && b->nuse[i] > 0) {
+            /* every consumer a MATMUL, and the norm's input still alive after the last one
+             * (the arena may reuse a dead buffer, and the consumers re-read the input) */
             bool all = true;
-            for (int c = i + 1; c < g->n && all; c++)
-                for (int j = 0; j < GRAPH_MAX_IN; j++)
-                    if (g->nodes[c].in[j] == i && (g->nodes[c].op != GOP_MATMUL || j != 0))
-                        all = false;
-            if (all) {
+            int last_mm = i, last_x = i;
+            for (int c = i + 1; c < g->n; c++)
+                for (int j = 0; j < GRAPH_MAX_IN; j++) {
+                    if (g->nodes[c].in[j] == i) {
+                        all &= g->nodes[c].op == GOP_MATMUL && j == 0;
+                        last_mm = c;
+                    }
+                    if (g->nodes[c].in[j] == n->in[0])
+                        last_x = c;
+                }
+            if (all && last_x > last_mm) {
                 b->skip[i] = true;
                 for (int c = i + 1; c < g->n; c++)
                     if (g->nodes[c].op == GOP_MATMUL && g->nodes[c].in[0] == i)
                         b->normsrc[c] = i;
             }
         }
-        if (n->op == GOP_ADD && n->in[1] >= 0 && b->nuse[n->in[1]] == 1 &&
-            g->nodes[n->in[1]].op == GOP_MATMUL && n->in[0] < n->in[1] && n->in[1] != g->out &&
+        bool adjacent = n->op == GOP_ADD && n->in[1] >= 0 && n->in[1] < i;
+        for (int c = adjacent ? n->in[1] + 1 : i; c < i; c++) /* only leaves in between */
+            adjacent &= g->nodes[c].op == GOP_WEIGHT || g->nodes[c].op == GOP_STATE;
+        if (adjacent && b->nuse[n->in[1]] == 1 && g->nodes[n->in[1]].op == GOP_MATMUL &&
+            n->in[0] < n->in[1] && n->in[1] != g->out &&
             !wants_dump(b->s->dump, g->nodes[n->in[1]].name)) {
             b->resadd[n->in[1]] = i;
             b->skip[i] = true;
