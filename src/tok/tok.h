@@ -34,6 +34,12 @@ bool tok_is_eog(const struct tokenizer *t, int32_t id); /* EOS, EOT, im_end, ...
 bool tok_is_control(const struct tokenizer *t, int32_t id);
 /* Token text as stored in the vocabulary (for display); NULL for an invalid id. */
 const char *tok_text(const struct tokenizer *t, int32_t id);
+bool tok_add_bos(const struct tokenizer *t);  /* BOS is added with TOK_ADD_SPECIAL */
+/* "spm", "wpm", or the byte-level BPE pre-tokenizer in use ("gpt2", "llama3", "qwen2", ...) */
+const char *tok_pre_name(const struct tokenizer *t);
+/* The warning of the last tok_load() on this thread (missing or unknown pre-tokenizer with
+ * TOK_LOAD_FALLBACK_PRE), or NULL. */
+const char *tok_load_warning(void);
 /* Bytes the token stands for in output text (byte tokens and byte-level BPE decoded,
  * SentencePiece's U+2581 turned into a space); control tokens give "" unless `special`. */
 size_t tok_piece(const struct tokenizer *t, int32_t id, bool special, char *buf, size_t cap);
@@ -67,17 +73,21 @@ enum chat_template_id {
     CHAT_TMPL_GRANITE,
     CHAT_TMPL_LLAMA2,
     CHAT_TMPL_LLAMA3,
+    CHAT_TMPL_QWEN35,    /* ChatML; the assistant turn opens with <think> unless thinking is off */
 };
 struct chat_opts {
     bool add_assistant;  /* end with the opening of an assistant turn */
     bool thinking;       /* Qwen3: false renders an empty <think></think> block */
+    const char *end_text;/* Granite: end-of-turn text (NULL: "<|end_of_text|>") */
 };
-/* Picks the template: override name if given ("chatml", "qwen3", "granite", "llama2", "llama3"),
+/* Picks the template: override name if given ("chatml", "qwen3", "qwen35", "granite", "llama2", "llama3"),
  * else recognised from tokenizer.chat_template and general.architecture. *note receives a
  * human-readable line when a fallback was used (static string, or NULL). */
 brasa_status chat_template_pick(const struct gguf_file *f, const char *override_name,
                                 enum chat_template_id *out, const char **note, struct brasa_err *err);
 const char *chat_template_name(enum chat_template_id id);
+/* Template by name (as above); CHAT_TMPL_NONE if unknown. */
+enum chat_template_id chat_template_from_name(const char *name);
 brasa_status chat_render(enum chat_template_id id, const struct chat_msg *msgs, size_t n,
                          const struct chat_opts *opts, char **out, struct brasa_err *err);
 

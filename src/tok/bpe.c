@@ -1,0 +1,183 @@
+/* Byte-level BPE (tokenizer.ggml.model = "gpt2"): the pre-tokenizer splits the text into
+ * byte-encoded words; in each word, adjacent symbols merge by merge rank (lowest first,
+ * ties leftmost first) until no listed pair remains. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok/tok_impl.h"
+#include "tok/unicode.h"
+
+struct sym {
+    int prev, next;
+    const char *text;
+    size_t n;
+};
+
+struct bigram {
+    int left, right;
+    int32_t rank;
+    size_t size;
+};
+
+static bool bg_before(const struct bigram *a, const struct bigram *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+struct heap {
+    struct bigram *v;
+    size_t n, cap;
+};
+
+static bool heap_push(struct heap *h, struct bigram b)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        struct bigram *v = realloc(h->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        h->v = v;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!bg_before(&b, &h->v[p]))
+            break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = b;
+    return true;
+}
+
+static struct bigram heap_pop(struct heap *h)
+{
+    struct bigram top = h->v[0], last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && bg_before(&h->v[c + 1], &h->v[c]))
+            c++;
+        if (!bg_before(&h->v[c], &last))
+            break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n)
+        h->v[i] = last;
+    return top;
+}
+
+struct work {
+    struct sym *s;
+    size_t cap;
+    struct heap h;
+    char *key;
+    size_t key_cap;
+};
+
+static int32_t pair_rank(const struct tokenizer *t, struct work *w, const struct sym *a, const struct sym *b)
+{
+    size_t n = a->n + 1 + b->n;
+    if (n > w->key_cap) {
+        char *k = realloc(w->key, n * 2);
+        if (!k)
+            return -1;
+        w->key = k;
+        w->key_cap = n * 2;
+    }
+    memcpy(w->key, a->text, a->n);
+    w->key[a->n] = ' ';
+    memcpy(w->key + a->n + 1, b->text, b->n);
+    return strmap_get(&t->merges, w->key, n);
+}
+
+static bool add_bigram(const struct tokenizer *t, struct work *w, int left, int right)
+{
+    if (left < 0 || right < 0)
+        return true;
+    int32_t rank = pair_rank(t, w, &w->s[left], &w->s[right]);
+    if (rank < 0)
+        return true;
+    return heap_push(&w->h, (struct bigram){left, right, rank, w->s[left].n + w->s[right].n});
+}
+
+static brasa_status encode_word(const struct tokenizer *t, struct work *w, const char *word, size_t len,
+                                struct ivec *out)
+{
+    int32_t id;
+    if (t->ignore_merges && (id = tok_find(t, word, len)) >= 0)
+        return ivec_push(out, id);
+    if (len > w->cap) {
+        struct sym *s = realloc(w->s, len * sizeof *s);
+        if (!s)
+            return BRASA_ENOMEM;
+        w->s = s;
+        w->cap = len;
+    }
+    struct sym *s = w->s;
+    int n = 0;
+    for (size_t off = 0; off < len;) {
+        size_t l = uni_len_lead((unsigned char)word[off]);
+        if (l > len - off)
+            l = len - off;
+        s[n] = (struct sym){n - 1, off + l == len ? -1 : n + 1, word + off, l};
+        off += l;
+        n++;
+    }
+    w->h.n = 0;
+    for (int i = 1; i < n; i++)
+        if (!add_bigram(t, w, i - 1, i))
+            return BRASA_ENOMEM;
+    while (w->h.n) {
+        struct bigram b = heap_pop(&w->h);
+        struct sym *l = &s[b.left], *r = &s[b.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+            continue;
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0)
+            s[r->next].prev = b.left;
+        if (!add_bigram(t, w, l->prev, b.left) || !add_bigram(t, w, b.left, l->next))
+            return BRASA_ENOMEM;
+    }
+    for (int i = 0; n && i != -1; i = s[i].next) {
+        id = tok_find(t, s[i].text, s[i].n);
+        if (id >= 0) {
+            if (ivec_push(out, id))
+                return BRASA_ENOMEM;
+            continue;
+        }
+        /* no token: the reference looks up each byte of the symbol on its own */
+        for (size_t j = 0; j < s[i].n; j++)
+            if ((id = tok_find(t, s[i].text + j, 1)) >= 0 && ivec_push(out, id))
+                return BRASA_ENOMEM;
+    }
+    return BRASA_OK;
+}
+
+brasa_status bpe_encode(const struct tokenizer *t, const char *text, size_t len, struct ivec *out,
+                        struct brasa_err *err)
+{
+    struct pretok_out words = {0};
+    brasa_status st = pretok_split(t, text, len, &words, err);
+    if (st)
+        return st;
+    struct work w = {0};
+    size_t start = 0;
+    for (size_t i = 0; i < words.n && !st; i++) {
+        st = encode_word(t, &w, words.buf + start, words.ends[i] - start, out);
+        start = words.ends[i];
+    }
+    if (st)
+        st = brasa_fail(err, BRASA_ENOMEM, "out of memory while tokenizing");
+    free(w.s);
+    free(w.h.v);
+    free(w.key);
+    pretok_out_free(&words);
+    return st;
+}

@@ -1,0 +1,149 @@
+/* SentencePiece-style merging (tokenizer.ggml.model = "llama"): start from UTF-8 characters,
+ * repeatedly merge the adjacent pair whose concatenation is the highest-scored token
+ * (ties: leftmost first), then emit each symbol's token or, failing that, its bytes as
+ * <0xXX> byte tokens. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok/tok_impl.h"
+#include "tok/unicode.h"
+
+struct sym {
+    int prev, next;
+    const char *text;
+    size_t n;
+};
+
+struct bigram {
+    int left, right;
+    float score;
+    size_t size;
+};
+
+/* max-heap order: higher score, then smaller left index */
+static bool bg_before(const struct bigram *a, const struct bigram *b)
+{
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+struct heap {
+    struct bigram *v;
+    size_t n, cap;
+};
+
+static bool heap_push(struct heap *h, struct bigram b)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        struct bigram *v = realloc(h->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        h->v = v;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!bg_before(&b, &h->v[p]))
+            break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = b;
+    return true;
+}
+
+static struct bigram heap_pop(struct heap *h)
+{
+    struct bigram top = h->v[0], last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && bg_before(&h->v[c + 1], &h->v[c]))
+            c++;
+        if (!bg_before(&h->v[c], &last))
+            break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n)
+        h->v[i] = last;
+    return top;
+}
+
+static bool try_bigram(const struct tokenizer *t, const struct sym *s, int left, int right, struct heap *h)
+{
+    if (left < 0 || right < 0)
+        return true;
+    size_t n = s[left].n + s[right].n; /* symbols are adjacent slices of one buffer */
+    int32_t id = tok_find(t, s[left].text, n);
+    if (id < 0)
+        return true;
+    return heap_push(h, (struct bigram){left, right, t->score[id], n});
+}
+
+static brasa_status emit_symbol(const struct tokenizer *t, const struct sym *s, struct ivec *out)
+{
+    int32_t id = tok_find(t, s->text, s->n);
+    if (id >= 0)
+        return ivec_push(out, id);
+    for (size_t j = 0; j < s->n; j++) {
+        static const char hex[] = "0123456789ABCDEF";
+        unsigned char c = (unsigned char)s->text[j];
+        char buf[6] = {'<', '0', 'x', hex[c >> 4], hex[c & 15], '>'};
+        int32_t b = tok_find(t, buf, 6);
+        if (b < 0)
+            b = tok_find(t, (const char *)&c, 1);
+        if (b < 0)
+            b = t->unk; /* the reference aborts here; an unknown token is the safe answer */
+        if (b >= 0 && ivec_push(out, b))
+            return BRASA_ENOMEM;
+    }
+    return BRASA_OK;
+}
+
+brasa_status spm_encode(const struct tokenizer *t, const char *text, size_t len, struct ivec *out,
+                        struct brasa_err *err)
+{
+    if (!len)
+        return BRASA_OK;
+    struct sym *s = malloc(len * sizeof *s);
+    struct heap h = {0};
+    brasa_status st = BRASA_OK;
+    if (!s)
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    int n = 0;
+    for (size_t off = 0; off < len;) {
+        size_t l = uni_len_lead((unsigned char)text[off]);
+        if (l > len - off)
+            l = len - off;
+        s[n] = (struct sym){n - 1, off + l == len ? -1 : n + 1, text + off, l};
+        off += l;
+        n++;
+    }
+    bool ok = true;
+    for (int i = 1; i < n && ok; i++)
+        ok = try_bigram(t, s, i - 1, i, &h);
+    while (ok && h.n) {
+        struct bigram b = heap_pop(&h);
+        struct sym *l = &s[b.left], *r = &s[b.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+            continue;
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0)
+            s[r->next].prev = b.left;
+        ok = try_bigram(t, s, l->prev, b.left, &h) && try_bigram(t, s, b.left, l->next, &h);
+    }
+    for (int i = 0; ok && i != -1; i = s[i].next)
+        if (emit_symbol(t, &s[i], out))
+            ok = false;
+    if (!ok)
+        st = brasa_fail(err, BRASA_ENOMEM, "out of memory while tokenizing");
+    free(h.v);
+    free(s);
+    return st;
+}
