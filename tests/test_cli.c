@@ -376,6 +376,16 @@ TEST(chat_piped_stdin)
         lines += *c == '\n';
     CHECKF(rc == 0 && lines == 3, "rc %d, %d reply lines: '%s'", rc, lines, out ? out : "");
     free(out);
+    /* The second turn feeds only what the cache lacks. */
+    snprintf(cmd, sizeof cmd,
+             "printf 'Hello there\\nWhat is two plus two?\\n' | "
+             "%s chat -m '%s' --chat-template chatml --temp 0 -n 4 -t 2 -v 2>&1 >/dev/null",
+             brasa_bin(), model);
+    out = run_cmd(cmd, &rc);
+    const char *second = out ? strstr(out, "[cache: kept 0 tokens") : NULL;
+    second = second ? strstr(second + 1, "[cache: kept ") : NULL;
+    CHECKF(rc == 0 && second && atoi(second + 13) > 0, "rc %d, '%s'", rc, out ? out : "");
+    free(out);
 }
 
 /* brasa synth writes a tiny model of each family that loads and generates, the same bytes for

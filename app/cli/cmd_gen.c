@@ -392,6 +392,8 @@ static bool chat_turn(struct brasa_session *s, struct brasa_sampler *smp, const 
                       enum chat_template_id tmpl, struct chat_hist *h, char **kv_text, const struct gen_args *a)
 {
     struct chat_opts co = {.add_assistant = true, .thinking = !a->no_think};
+    if (tmpl == CHAT_TMPL_GRANITE && tok_eos(tok) >= 0)
+        co.end_text = tok_text(tok, tok_eos(tok)); /* the file's own end-of-text token */
     char *text = NULL;
     struct brasa_err err = {{0}};
     if (chat_render(tmpl, h->msgs, h->n, &co, &text, &err) != BRASA_OK) {
@@ -427,6 +429,8 @@ static bool chat_turn(struct brasa_session *s, struct brasa_sampler *smp, const 
         }
         return true;
     }
+    if (a->verbose)
+        fprintf(stderr, "[cache: kept %d tokens, feeding %zu]\n", brasa_session_pos(s), n);
     for (size_t i = 0; i < n; i++)
         brasa_sampler_accept(smp, ids[i]);
     if (feed(s, ids, (int)n, NULL, tok_n_vocab(tok), &err) != BRASA_OK) {
@@ -473,6 +477,7 @@ int cmd_chat(int argc, char **argv)
         {NULL, "--chat-template", OPT_STR, &a.tmpl, "NAME", "chatml, qwen3, granite, llama2, llama3"},
         {"-n", "--n-predict", OPT_INT, &a.n, "N", "most tokens per reply (-1: until end of turn)"},
         {NULL, "--no-think", OPT_FLAG, &a.no_think, NULL, "Qwen3: render an empty <think></think> block"},
+        {"-v", "--verbose", OPT_FLAG, &a.verbose, NULL, "say how much of the KV cache each turn reuses"},
         SAMPLER_OPTS(&a),
         {0},
     };
