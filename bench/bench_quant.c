@@ -5,7 +5,8 @@
  *   build/bench/bench_quant [--quick] [--threads N] [--seconds S]
  *
  * Weights are random blocks with sane scales. Several copies of each matrix are cycled so that
- * together they exceed the last-level cache: the figures are DRAM streaming, not cache hits. */
+ * together they exceed the last-level cache: the figures are DRAM streaming, not cache hits.
+ * --hot instead multiplies one small matrix that stays in L2: the kernels' compute speed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,7 +144,7 @@ int main(int argc, char **argv)
 {
     int n_threads = plat_ncpu();
     double secs = 0.25;
-    int quick = 0;
+    int quick = 0, hot = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             n_threads = atoi(argv[++i]);
@@ -151,8 +152,10 @@ int main(int argc, char **argv)
             secs = atof(argv[++i]);
         else if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--hot"))
+            hot = 1;
         else {
-            fprintf(stderr, "usage: bench_quant [--quick] [--threads N] [--seconds S]\n");
+            fprintf(stderr, "usage: bench_quant [--quick] [--hot] [--threads N] [--seconds S]\n");
             return 2;
         }
     }
@@ -184,20 +187,22 @@ int main(int argc, char **argv)
                                      GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q3_K,
                                      GGML_TYPE_Q2_K};
     static const int64_t shapes[][2] = {{4096, 4096}, {14336, 4096}}; /* rows, k */
+    static const int64_t hot_shape[1][2] = {{256, 4096}}; /* fits in L2: kernel speed */
+    const int64_t(*sh)[2] = hot ? hot_shape : shapes;
     int n_types = quick ? 5 : (int)(sizeof types / sizeof types[0]);
     printf("matrix-vector product y = W x (n_cols = 1), GB/s of weight bytes; %% = of the read "
            "bandwidth with the same threads\n");
     printf("%-6s %-12s %9s %8s %7s %9s %7s %10s\n", "type", "rows x k", "MiB", "1 thr", "%",
            "all thr", "%", "roof ms");
-    for (int s = 0; s < (quick ? 1 : 2); s++) {
-        int64_t rows = shapes[s][0], k = shapes[s][1];
+    for (int s = 0; s < (quick || hot ? 1 : 2); s++) {
+        int64_t rows = sh[s][0], k = sh[s][1];
         float *x = malloc((size_t)k * 4), *y = malloc((size_t)rows * 4);
         for (int64_t i = 0; i < k; i++)
             x[i] = rndf();
         for (int ti = 0; ti < n_types; ti++) {
             uint32_t t = types[ti];
             size_t wbytes = qtype_row_bytes(t, k) * (size_t)rows;
-            int n_copies = (int)((STREAM_BYTES / 2 + wbytes - 1) / wbytes);
+            int n_copies = hot ? 1 : (int)((STREAM_BYTES + wbytes - 1) / wbytes);
             uint8_t **copies = malloc(sizeof *copies * (size_t)n_copies);
             for (int c = 0; c < n_copies; c++) {
                 copies[c] = malloc(wbytes);

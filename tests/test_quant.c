@@ -497,6 +497,131 @@ TEST(quantize_quality_vs_llama_cpp)
         SKIP("no *.F32.gguf fixture with quantized siblings");
 }
 
+/* ------------------------------------------------------------------ brasa quantize */
+
+static int run_status(const char *cmd)
+{
+    int st = system(cmd);
+    return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Quantizes every *.F32.gguf fixture to each mix that has a llama.cpp-made sibling: same type
+ * for every tensor as tensor_types.json lists, same general.file_type, and the file reads back. */
+TEST(cli_quantize_mixes)
+{
+    if (access(brasa_bin(), X_OK))
+        SKIP("brasa binary not built");
+    char *tt_text = test_read_file(test_shared_path("fixtures/tensor_types.json"), NULL);
+    if (!tt_text)
+        SKIP("fixtures/tensor_types.json not found");
+    struct jm *tt = jm_parse(tt_text, strlen(tt_text));
+    REQUIRE(tt && tt->type == JM_OBJ);
+    static const char *mixes[] = {"Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "Q4_0", "F16", "BF16"};
+    int n_files = 0;
+    for (size_t fi = 0; fi < tt->n; fi++) {
+        const char *fname = tt->keys[fi];
+        size_t len = strlen(fname);
+        if (len < 10 || strcmp(fname + len - 9, ".F32.gguf"))
+            continue;
+        char in[1024];
+        snprintf(in, sizeof in, "%s", test_shared_path("fixtures"));
+        snprintf(in + strlen(in), sizeof in - strlen(in), "/%s", fname);
+        if (!test_file_exists(in))
+            continue;
+        for (size_t mi = 0; mi < sizeof mixes / sizeof mixes[0]; mi++) {
+            char ref_name[256];
+            snprintf(ref_name, sizeof ref_name, "%.*s.%s.gguf", (int)(len - 9), fname, mixes[mi]);
+            const struct jm *ref = jm_get(tt, ref_name);
+            if (!ref)
+                continue;
+            char out[512], log[512], cmd[3072];
+            snprintf(out, sizeof out, "%s/brasa_tq_%d.gguf", tmp_dir(), (int)getpid());
+            snprintf(log, sizeof log, "%s/brasa_tq_%d.log", tmp_dir(), (int)getpid());
+            snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' %s 2>'%s'", brasa_bin(), in, out,
+                     mixes[mi], log);
+            int rc = run_status(cmd);
+            char *msg = test_read_file(log, NULL);
+            CHECKF(rc == 0, "%s -> %s: exit %d: %s", fname, mixes[mi], rc, msg ? msg : "");
+            CHECKF(msg && !strchr(msg, '\r'), "progress bar drawn on a non-terminal");
+            free(msg);
+            struct gguf_file *f = NULL;
+            struct brasa_err err = {{0}};
+            if (rc || gguf_open(&f, out, &err)) {
+                CHECKF(0, "%s: %s", ref_name, err.msg);
+                unlink(out);
+                continue;
+            }
+            const struct jm *tensors = jm_get(ref, "tensors");
+            CHECKF(tensors && f->n_tensors == tensors->n, "%s: %llu tensors", ref_name,
+                   (unsigned long long)f->n_tensors);
+            int mismatched = 0;
+            for (size_t t = 0; tensors && t < tensors->n; t++) {
+                const struct gguf_tensor *gt = gguf_find_tensor(f, tensors->keys[t]);
+                const char *want = jm_get(&tensors->items[t], "type")->str;
+                const struct qtype_info *q = gt ? qtype_get(gt->type) : NULL;
+                if (!q || strcmp(q->name, want)) {
+                    mismatched++;
+                    CHECKF(0, "%s %s: type %s, llama.cpp has %s", ref_name, tensors->keys[t],
+                           q ? q->name : "(missing)", want);
+                }
+            }
+            uint32_t ft = 0;
+            CHECK(gguf_get_u32(f, "general.file_type", &ft, &err) == BRASA_OK);
+            CHECKF((long)ft == jm_int(jm_get(ref, "general_file_type"), -1), "%s: file_type %u",
+                   ref_name, ft);
+            /* every tensor decodes */
+            for (uint64_t t = 0; t < f->n_tensors; t++) {
+                size_t n;
+                float *y = dequant_tensor(&f->tensors[t], &n);
+                CHECK(y != NULL);
+                free(y);
+            }
+            gguf_close(f);
+            unlink(out);
+            unlink(log);
+            n_files++;
+        }
+    }
+    jm_free(tt);
+    free(tt_text);
+    if (!n_files)
+        SKIP("no F32 fixture with quantized siblings");
+}
+
+TEST(cli_quantize_errors)
+{
+    if (access(brasa_bin(), X_OK))
+        SKIP("brasa binary not built");
+    char in[1024], cmd[3072], log[512], out[512];
+    snprintf(log, sizeof log, "%s/brasa_tqe_%d.log", tmp_dir(), (int)getpid());
+    snprintf(out, sizeof out, "%s/brasa_tqe_%d.gguf", tmp_dir(), (int)getpid());
+    /* already quantized input */
+    snprintf(in, sizeof in, "%s", test_shared_path("fixtures/llama.Q4_K_M.gguf"));
+    if (test_file_exists(in)) {
+        snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' q8_0 2>'%s'", brasa_bin(), in, out, log);
+        CHECK(run_status(cmd) == 1);
+        char *msg = test_read_file(log, NULL);
+        CHECKF(msg && strstr(msg, "already quantized"), "%s", msg ? msg : "");
+        free(msg);
+        CHECK(!test_file_exists(out));
+    }
+    /* not a GGUF file */
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' q4_k_m 2>'%s'", brasa_bin(), log, out, log);
+    CHECK(run_status(cmd) == 1);
+    /* missing file, unknown type, wrong arguments */
+    snprintf(cmd, sizeof cmd, "'%s' quantize /nonexistent/x.gguf '%s' q4_0 2>'%s'", brasa_bin(), out, log);
+    CHECK(run_status(cmd) == 1);
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' q3_xs 2>'%s'", brasa_bin(), in, out, log);
+    CHECK(run_status(cmd) == 2);
+    char *msg = test_read_file(log, NULL);
+    CHECKF(msg && strstr(msg, "q4_k_m"), "the message lists the types: %s", msg ? msg : "");
+    free(msg);
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' 2>'%s'", brasa_bin(), in, log);
+    CHECK(run_status(cmd) == 2);
+    unlink(log);
+    unlink(out);
+}
+
 TEST_MAIN(T(type_table), T(dequant_goldens), T(simd_dequant_bit_identical), T(vec_dot_vs_float64),
           T(matmul_tiles_and_threads), T(activation_rounding),
-          T(quantize_quality_vs_llama_cpp))
+          T(quantize_quality_vs_llama_cpp), T(cli_quantize_mixes), T(cli_quantize_errors))

@@ -251,6 +251,7 @@ AVX2 static float dot_q4_k_avx2(int64_t n, const void *w, const void *a)
         const uint8_t *q4 = x[i].qs;
         const int8_t *q8 = y[i].qs;
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++, q4 += 32, q8 += 64) {
             const __m256i bits = _mm256_loadu_si256((const __m256i *)q4);
             const __m256i lo = _mm256_and_si256(bits, m4);
@@ -286,6 +287,7 @@ AVX2 static float dot_q5_k_avx2(int64_t n, const void *w, const void *a)
         const uint8_t *q4 = x[i].qs;
         const int8_t *q8 = y[i].qs;
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++, q4 += 32, q8 += 64) {
             const __m256i bits = _mm256_loadu_si256((const __m256i *)q4);
             const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c)), one), 4);
@@ -376,6 +378,14 @@ AVX2 static inline void q6k_quarters(const uint8_t *ql, const uint8_t *qh, __m25
     q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), h3);
 }
 
+/* Byte shuffles that spread int16 scale 2k over lanes 0..7 and 2k+1 over lanes 8..15. */
+static const uint8_t q6k_shuf[4][32] = {
+    {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+    {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+    {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+    {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15},
+};
+
 AVX2 static float dot_q6_k_avx2(int64_t n, const void *w, const void *a)
 {
     const block_q6_K *x = w;
@@ -388,21 +398,18 @@ AVX2 static float dot_q6_k_avx2(int64_t n, const void *w, const void *a)
         const __m256i corr = _mm256_slli_epi32(
             _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256i q[4];
             q6k_quarters(x[i].ql + 64 * h, x[i].qh + 32 * h, q);
             const __m256i sch = h ? _mm256_permute2x128_si256(sc, sc, 0x11)
                                    : _mm256_permute2x128_si256(sc, sc, 0x00);
             const int8_t *q8 = y[i].qs + 128 * h;
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(q8 + 32 * k)));
                 /* lanes 0..7: group 2k, lanes 8..15: group 2k+1 (of this half's 8) */
-                const __m256i s = _mm256_shuffle_epi8(
-                    sch, _mm256_setr_epi8(4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k,
-                                          4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1,
-                                          4 * k, 4 * k + 1, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3,
-                                          4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3,
-                                          4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3));
+                const __m256i s = _mm256_shuffle_epi8(sch, _mm256_loadu_si256((const __m256i *)q6k_shuf[k]));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
             }
         }
