@@ -16,7 +16,7 @@ test('dashboard: chat, plots, language, model switch', { timeout: 120000 }, asyn
   const missing = inputsMissing() || (fs.existsSync(CHROMIUM) ? null : `${CHROMIUM} is missing`);
   if (missing) { t.skip(missing); return; }
   fs.mkdirSync(ARTIFACTS, { recursive: true });
-  const srv = await startServer({ delayMs: 25 });
+  const srv = await startServer({ delayMs: 25, stories: true });
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'brasa-chromium-'));
   const ctx = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -40,7 +40,8 @@ test('dashboard: chat, plots, language, model switch', { timeout: 120000 }, asyn
     // chat: the reply grows while it streams
     await page.fill('#s-max_tokens', '80');
     await page.fill('#s-seed', '7');
-    await page.fill('#prompt', 'Tell me a story about a fire');
+    await page.fill('#s-temperature', '0.5');
+    await page.fill('#prompt', 'Once upon a time, a little dragon');
     await page.click('#send-btn');
     const reply = '.msg.assistant .text';
     const first = await until(async () => {

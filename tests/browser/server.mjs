@@ -12,17 +12,23 @@ export const serverBin = path.resolve(root, build, 'brasa-server');
 const shared = path.resolve(root, process.env.BRASA_SHARED || '../shared');
 export const fixtures = ['qwen2.Q8_0.gguf', 'llama.Q8_0.gguf'].map((f) => path.join(shared, 'fixtures', f));
 
+// A model whose text reads as English, for the dashboard's picture (optional).
+export const stories = path.join(shared, 'models', 'stories260K.gguf');
+
 export function inputsMissing() {
   if (!fs.existsSync(serverBin)) return `${serverBin} is missing (make server)`;
   for (const f of fixtures) if (!fs.existsSync(f)) return `${f} is missing`;
   return null;
 }
 
-// opts: { delayMs, apiKey }. Resolves to { url, port, proc, stop(), dir }.
+// opts: { delayMs, apiKey, stories (start on stories260K when present) }. Resolves to { url, port, proc, stop(), dir }.
 export function startServer(opts = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'brasa-web-models-'));
-  for (const f of fixtures) fs.symlinkSync(f, path.join(dir, path.basename(f)));
-  const args = ['--port', '0', '-t', '1', '-m', path.join(dir, path.basename(fixtures[0])), '--models-dir', dir];
+  const files = [...fixtures];
+  if (opts.stories && fs.existsSync(stories)) files.push(stories);
+  for (const f of files) fs.symlinkSync(f, path.join(dir, path.basename(f)));
+  const first = opts.stories && fs.existsSync(stories) ? stories : fixtures[0];
+  const args = ['--port', '0', '-t', '1', '-m', path.join(dir, path.basename(first)), '--models-dir', dir];
   if (opts.apiKey) args.push('--api-key', opts.apiKey);
   const env = { ...process.env, BRASA_SERVE_TOKEN_DELAY_MS: String(opts.delayMs ?? 0) };
   const proc = spawn(serverBin, args, { env, stdio: ['ignore', 'pipe', 'inherit'] });
