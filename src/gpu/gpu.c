@@ -66,6 +66,7 @@ struct wmap {
 struct mv_kernel {
     uint32_t wtype;
     int nc;          /* requested columns per pass */
+    int glu;
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
     CUmodule mod;
     CUfunction fn;
@@ -96,7 +97,7 @@ struct gpu {
     pthread_mutex_t mu;
 };
 
-#define MAX_ARGS 14
+#define MAX_ARGS 24
 union argv {
     CUdeviceptr p;
     int i;
@@ -279,25 +280,25 @@ void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *
 }
 
 /* The matvec kernel for a weight type: the first variant that compiles and does not spill. */
-static brasa_status get_mv(struct gpu *g, uint32_t wtype, int nc, struct mv_kernel **out,
-                           struct brasa_err *err)
+static brasa_status get_mv(struct gpu *g, uint32_t wtype, int nc, int glu,
+                           struct mv_kernel **out, struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
-        if (g->mv[i].wtype == wtype && g->mv[i].nc == nc) {
+        if (g->mv[i].wtype == wtype && g->mv[i].nc == nc && g->mv[i].glu == glu) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
     if (g->n_mv == 32)
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[4];
-    int nv = gpu_matvec_variants(wtype, nc, v, 4);
+    int nv = gpu_matvec_variants(wtype, nc, glu, v, 4);
     if (nv == 0)
         return brasa_fail(err, BRASA_EUNSUPPORTED,
                           "weight type %u has no GPU matrix kernel (supported: F32, F16, BF16, "
                           "Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)", wtype);
     brasa_status st = BRASA_OK;
     for (int k = 0; k < nv; k++) {
-        struct mv_kernel m = {.wtype = wtype, .nc = nc, .nw = (int)v[k].defs[1].value,
+        struct mv_kernel m = {.wtype = wtype, .nc = nc, .glu = glu, .nw = (int)v[k].defs[1].value,
                               .ncv = (int)v[k].defs[2].value};
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
             continue;
@@ -310,8 +311,8 @@ static brasa_status get_mv(struct gpu *g, uint32_t wtype, int nc, struct mv_kern
             continue;
         }
         if (g->o.verbose)
-            fprintf(stderr, "brasa: matvec type %u: NW=%d NC=%d (%d registers)\n", wtype, m.nw,
-                    m.ncv, regs);
+            fprintf(stderr, "brasa: matvec type %u%s: NW=%d NC=%d (%d registers)\n", wtype,
+                    glu ? " gate+up" : "", m.nw, m.ncv, regs);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
         return BRASA_OK;
@@ -500,6 +501,8 @@ struct pb {
     int *normsrc;    /* MATMUL: the RMS_NORM folded into its activation conversion, or -1 */
     int *resadd;     /* MATMUL: the ADD folded into its epilogue, or -1 */
     int *ropekv;     /* ROPE: the KV_STORE folded into it, or -1 */
+    int *mnext;      /* MATMUL: the next MATMUL of its launch (same input: q, k, v), or -1 */
+    int *glu;        /* MATMUL (gate): the SWIGLU its launch writes (with the up MATMUL), or -1 */
     bool *skip;
     int q_src, q_mode; /* what the activation scratch holds now */
     struct brasa_err *err;
@@ -603,35 +606,55 @@ static brasa_status plan_matmul(struct pb *b, int i)
         b->q_mode = mode;
     }
     struct mv_kernel *mv = NULL;
-    if ((st = get_mv(g, w->type, T > 1 ? 8 : 1, &mv, b->err)) != BRASA_OK)
+    int glu = b->glu[i] >= 0;
+    if ((st = get_mv(g, w->type, T > 1 ? 8 : 1, glu, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
-    CUdeviceptr W, y, bias = 0, res = 0;
+    /* the launch's weights: this matmul and those chained to it (q, k, v; or gate, up) */
+    int mm[3] = {i, -1, -1}, nm = 1;
+    if (glu)
+        mm[nm++] = b->mnext[i];
+    else
+        while (nm < 3 && b->mnext[mm[nm - 1]] >= 0)
+            mm[nm] = b->mnext[mm[nm - 1]], nm++;
+    CUdeviceptr W[3] = {0}, y[3] = {0}, bias[3] = {0}, res = 0;
+    int r[3] = {0};
     float rscale = 1.0f;
-    if ((st = dev_of(b, n->in[1], &W)) || (n->in[2] >= 0 && (st = dev_of(b, n->in[2], &bias))))
-        return st;
-    int dst = i;
+    for (int j = 0; j < nm; j++) {
+        const struct graph_node *mj = &b->g->nodes[mm[j]];
+        int dst = glu ? b->glu[i] : b->resadd[mm[j]] >= 0 ? b->resadd[mm[j]] : mm[j];
+        r[j] = (int)b->g->nodes[mj->in[1]].ne[1];
+        if ((st = dev_of(b, mj->in[1], &W[j])) ||
+            (mj->in[2] >= 0 && (st = dev_of(b, mj->in[2], &bias[j]))) ||
+            (st = dev_of(b, dst, &y[j])) ||
+            (st = rng(b, y[j], (size_t)T * (size_t)r[j] * 4, "matmul output", mm[j])) ||
+            (st = rng(b, W[j], row_bytes(w->type, k) * (size_t)r[j], "weight", mm[j])))
+            return st;
+    }
     if (b->resadd[i] >= 0) {
         const struct graph_node *a = &b->g->nodes[b->resadd[i]];
-        dst = b->resadd[i];
         rscale = a->p.f[0];
         if ((st = dev_of(b, a->in[0], &res)))
             return st;
     }
-    if ((st = dev_of(b, dst, &y)) || (st = rng(b, y, (size_t)T * rows * 4, "matmul output", i)) ||
-        (st = rng(b, W, row_bytes(w->type, k) * (size_t)rows, "weight", i)))
-        return st;
-    struct launch *l = L(b, -1, mv->fn, "matvec", dst, (unsigned)((rows + mv->nw - 1) / mv->nw),
+    int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
+    long tot = glu ? rows : (long)r[0] + r[1] + r[2];
+    struct launch *l = L(b, -1, mv->fn, glu ? "matvec_glu" : nm > 1 ? "matvec_multi" : "matvec",
+                         dst, (unsigned)((tot + mv->nw - 1) / mv->nw),
                          (unsigned)((T + mv->ncv - 1) / mv->ncv), 1, (unsigned)mv->nw * 32, 0);
     if (!l)
         return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
-    ap(l, W);
+    for (int j = 0; j < 3; j++)
+        ap(l, W[j]);
     ap(l, mode >= 2 ? b->xf : b->xq); /* never the input itself: y may share its buffer */
     ap(l, b->xd);
-    ap(l, y);
-    ap(l, bias);
+    for (int j = 0; j < 3; j++)
+        ap(l, y[j]);
+    for (int j = 0; j < 3; j++)
+        ap(l, bias[j]);
     ap(l, res);
     af(l, rscale);
-    ai(l, rows);
+    for (int j = 0; j < 3; j++)
+        ai(l, r[j]);
     ai(l, k);
     ai(l, T);
     al(l, (long long)row_bytes(w->type, k));
@@ -856,10 +879,28 @@ static brasa_status plan_node(struct pb *b, int i)
     return BRASA_OK;
 }
 
+/* The next non-leaf node after i, or -1. */
+static int next_op(const struct graph *g, int i)
+{
+    for (int c = i + 1; c < g->n; c++)
+        if (g->nodes[c].op != GOP_WEIGHT && g->nodes[c].op != GOP_STATE)
+            return c;
+    return -1;
+}
+
+/* Two matmuls that one launch can do: same weight type and k, same batch. */
+static bool mm_compatible(const struct graph *g, int a, int c)
+{
+    const struct graph_node *wa = &g->nodes[g->nodes[a].in[1]], *wc = &g->nodes[g->nodes[c].in[1]];
+    return wa->type == wc->type && wa->ne[0] == wc->ne[0] && g->nodes[a].ne[1] == g->nodes[c].ne[1];
+}
+
 /* The fusion pass: a table of node patterns rewritten into fused launches.
  *   RMS_NORM (whole rows) -> only MATMULs   : the norm is applied in the activation conversion
  *   MATMUL -> ADD (as its scaled term)       : residual add (and bias) in the matvec epilogue
  *   ROPE -> only KV_STORE                     : the rotated rows are written to the cache too
+ *   MATMUL, MATMUL(, MATMUL) on one input     : one launch (q, k, v)
+ *   MATMUL gate, MATMUL up -> SWIGLU          : one launch, each warp a gate and an up row
  * Nodes named in BRASA_DUMP and the output node are never fused away. */
 static void fuse(struct pb *b)
 {
@@ -908,6 +949,38 @@ static void fuse(struct pb *b)
         if (n->op == GOP_KV_STORE && g->nodes[n->in[0]].op == GOP_ROPE && b->nuse[n->in[0]] == 1) {
             b->ropekv[n->in[0]] = i;
             b->skip[i] = true;
+        }
+    }
+    for (int i = 0; i < g->n; i++) { /* second pass: launches that share an input */
+        const struct graph_node *n = &g->nodes[i];
+        bool keep = i == g->out || wants_dump(b->s->dump, n->name);
+        /* MATMUL, MATMUL (same input, type and k; only leaves between) -> one launch; and
+         * gate, up -> SWIGLU -> one launch writing the SWIGLU */
+        if (n->op == GOP_MATMUL && !b->skip[i] && b->resadd[i] < 0 && !keep) {
+            int nx = next_op(g, i);
+            const struct graph_node *m2 = nx >= 0 ? &g->nodes[nx] : NULL;
+            if (m2 && m2->op == GOP_MATMUL && m2->in[0] == n->in[0] && mm_compatible(g, i, nx) &&
+                nx != g->out && b->resadd[nx] < 0 && !wants_dump(b->s->dump, m2->name)) {
+                int sw = next_op(g, nx);
+                const struct graph_node *s3 = sw >= 0 ? &g->nodes[sw] : NULL;
+                if (s3 && s3->op == GOP_SWIGLU && s3->in[0] == i && s3->in[1] == nx &&
+                    b->nuse[i] == 1 && b->nuse[nx] == 1 &&
+                    g->nodes[n->in[1]].ne[1] == g->nodes[m2->in[1]].ne[1]) {
+                    b->glu[i] = sw;
+                    b->mnext[i] = nx;
+                    b->skip[nx] = b->skip[sw] = true;
+                } else {
+                    b->mnext[i] = nx;
+                    b->skip[nx] = true;
+                    int n3 = next_op(g, nx);
+                    if (n3 >= 0 && g->nodes[n3].op == GOP_MATMUL && g->nodes[n3].in[0] == n->in[0] &&
+                        mm_compatible(g, i, n3) && n3 != g->out && b->resadd[n3] < 0 &&
+                        !wants_dump(b->s->dump, g->nodes[n3].name)) {
+                        b->mnext[nx] = n3;
+                        b->skip[n3] = true;
+                    }
+                }
+            }
         }
     }
 }
@@ -1005,12 +1078,14 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     b.normsrc = malloc((size_t)g->n * sizeof(int));
     b.resadd = malloc((size_t)g->n * sizeof(int));
     b.ropekv = malloc((size_t)g->n * sizeof(int));
+    b.mnext = malloc((size_t)g->n * sizeof(int));
+    b.glu = malloc((size_t)g->n * sizeof(int));
     b.skip = calloc((size_t)g->n, sizeof(bool));
-    if (!b.nuse || !b.normsrc || !b.resadd || !b.ropekv || !b.skip) {
+    if (!b.nuse || !b.normsrc || !b.resadd || !b.ropekv || !b.skip || !b.mnext || !b.glu) {
         st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
     } else {
         for (int i = 0; i < g->n; i++)
-            b.normsrc[i] = b.resadd[i] = b.ropekv[i] = -1;
+            b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = -1;
         fuse(&b);
         for (int i = 0; i < g->n && st == BRASA_OK; i++) {
             const struct graph_node *n = &g->nodes[i];
@@ -1023,6 +1098,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     free(b.normsrc);
     free(b.resadd);
     free(b.ropekv);
+    free(b.mnext);
+    free(b.glu);
     free(b.skip);
     if (st == BRASA_OK)
         st = gp->d.cuStreamSynchronize(s->st) ? brasa_fail(err, BRASA_EDEVICE, "state init failed")

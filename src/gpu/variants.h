@@ -14,8 +14,9 @@ struct gpu_variant {
 };
 
 /* Candidates for matvec of weight type wtype with nc columns per pass (1: decode, 8:
- * batches); returns their count (0 if the type has no kernel) and fills out[0..count). */
-int gpu_matvec_variants(unsigned wtype, int nc, struct gpu_variant *out, int cap);
+ * batches), plain or gate+up SwiGLU (glu); returns their count (0 if the type has no kernel)
+ * and fills out[0..count). */
+int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap);
 /* All variants (for the compile test): fills out, returns the count. */
 int gpu_all_variants(struct gpu_variant *out, int cap);
 /* Weight types with a matvec kernel. */

@@ -4,7 +4,8 @@
 // rounded to F16/BF16. Integer sums use dp4a; one warp per row, lanes stride over the row's
 // 32-element sub-blocks, NC columns share each weight load.
 // Epilogue (fused bias and residual add): y = res + rscale * (acc + bias) when res is set.
-// Parameters: QT (weight type), NW (warps per block), NC (columns per pass).
+// Parameters: QT (weight type), NW (warps per block), NC (columns per pass), GLU (gate and
+// up rows in one warp, SwiGLU output).
 #include "common.cuh"
 
 #ifndef QT
@@ -15,6 +16,9 @@
 #endif
 #ifndef NC
 #define NC 1
+#endif
+#ifndef GLU
+#define GLU 0
 #endif
 
 #if QT == T_Q4_0 || QT == T_Q8_0 || QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
@@ -98,62 +102,57 @@ __device__ __forceinline__ void load_sub(const u8 *row, int s, int q[8], float &
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(NW * 32)
-matvec(const u8 *W, const void *xa, const float *xd, float *y, const float *bias,
-       const float *res, float rscale, int nrows, int k, int ncols, long long row_bytes)
-{
-    int lane = threadIdx.x & 31;
-    int row = blockIdx.x * NW + (threadIdx.x >> 5);
-    int c0 = blockIdx.y * NC;
-    if (row >= nrows)
-        return;
-    const u8 *wr = W + (i64)row * row_bytes;
-    float acc[NC];
-#pragma unroll
-    for (int c = 0; c < NC; c++)
-        acc[c] = 0.0f;
 #if INT_PATH
-    const i8 *xq = (const i8 *)xa;
+// acc[c] += the dot of sub-block s of one weight row with column c0+c of the activation
+__device__ __forceinline__ void dot_sub(const u8 *wr, int s, const i8 *xq, const float *xd,
+                                        int k, int c0, int ncols, float *acc)
+{
+    int q[8];
+    float s_lo, s_hi, mn;
+    load_sub(wr, s, q, s_lo, s_hi, mn);
     int nsub = k >> 5;
-    for (int s = lane; s < nsub; s += 32) {
-        int q[8];
-        float s_lo, s_hi, mn;
-        load_sub(wr, s, q, s_lo, s_hi, mn);
 #pragma unroll
-        for (int c = 0; c < NC; c++) {
-            if (c0 + c < ncols) {
-                const int4 *ap = (const int4 *)(xq + (i64)(c0 + c) * k + 32 * s);
-                int4 a0 = ap[0], a1 = ap[1];
-                int lo = 0, hi = 0;
-                lo = __dp4a(q[0], a0.x, lo);
-                lo = __dp4a(q[1], a0.y, lo);
-                lo = __dp4a(q[2], a0.z, lo);
-                lo = __dp4a(q[3], a0.w, lo);
-                hi = __dp4a(q[4], a1.x, hi);
-                hi = __dp4a(q[5], a1.y, hi);
-                hi = __dp4a(q[6], a1.z, hi);
-                hi = __dp4a(q[7], a1.w, hi);
-                float da = xd[(i64)(c0 + c) * nsub + s];
-                float v = s_lo * (float)lo + s_hi * (float)hi;
-                if (mn != 0.0f) {
-                    int sa = 0;
-                    sa = __dp4a(0x01010101, a0.x, sa);
-                    sa = __dp4a(0x01010101, a0.y, sa);
-                    sa = __dp4a(0x01010101, a0.z, sa);
-                    sa = __dp4a(0x01010101, a0.w, sa);
-                    sa = __dp4a(0x01010101, a1.x, sa);
-                    sa = __dp4a(0x01010101, a1.y, sa);
-                    sa = __dp4a(0x01010101, a1.z, sa);
-                    sa = __dp4a(0x01010101, a1.w, sa);
-                    v -= mn * (float)sa;
-                }
-                acc[c] += da * v;
+    for (int c = 0; c < NC; c++) {
+        if (c0 + c < ncols) {
+            const int4 *ap = (const int4 *)(xq + (i64)(c0 + c) * k + 32 * s);
+            int4 a0 = ap[0], a1 = ap[1];
+            int lo = 0, hi = 0;
+            lo = __dp4a(q[0], a0.x, lo);
+            lo = __dp4a(q[1], a0.y, lo);
+            lo = __dp4a(q[2], a0.z, lo);
+            lo = __dp4a(q[3], a0.w, lo);
+            hi = __dp4a(q[4], a1.x, hi);
+            hi = __dp4a(q[5], a1.y, hi);
+            hi = __dp4a(q[6], a1.z, hi);
+            hi = __dp4a(q[7], a1.w, hi);
+            float v = s_lo * (float)lo + s_hi * (float)hi;
+            if (mn != 0.0f) {
+                int sa = 0;
+                sa = __dp4a(0x01010101, a0.x, sa);
+                sa = __dp4a(0x01010101, a0.y, sa);
+                sa = __dp4a(0x01010101, a0.z, sa);
+                sa = __dp4a(0x01010101, a0.w, sa);
+                sa = __dp4a(0x01010101, a1.x, sa);
+                sa = __dp4a(0x01010101, a1.y, sa);
+                sa = __dp4a(0x01010101, a1.z, sa);
+                sa = __dp4a(0x01010101, a1.w, sa);
+                v -= mn * (float)sa;
             }
+            acc[c] += xd[(i64)(c0 + c) * nsub + s] * v;
         }
     }
+}
+#endif
+
+// One weight row against NC columns; lanes stride over the row.
+__device__ __forceinline__ void row_dot(const u8 *wr, const void *xa, const float *xd, int k,
+                                        int c0, int ncols, int lane, float *acc)
+{
+#if INT_PATH
+    for (int s = lane; s < (k >> 5); s += 32)
+        dot_sub(wr, s, (const i8 *)xa, xd, k, c0, ncols, acc);
 #else
     const float *xf = (const float *)xa;
-    (void)xd;
 #if QT == T_F32
     for (int e = lane * 4; e < k; e += 128) {
         float4 wv = *(const float4 *)(wr + 4 * (i64)e);
@@ -191,6 +190,60 @@ matvec(const u8 *W, const void *xa, const float *xd, float *y, const float *bias
     }
 #endif
 #endif
+}
+
+// Up to three weights that read the same activation (q, k, v) in one launch: rows
+// [0, r0) of W0 -> y0, then r1 rows of W1 -> y1, then r2 of W2 -> y2 (each with its bias).
+// With GLU, every warp does row i of W0 (gate) and of W1 (up): y0 = silu(g) * u (SwiGLU).
+// res/rscale (residual add) apply to a single-weight launch.
+extern "C" __global__ void __launch_bounds__(NW * 32)
+matvec(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, float *y0,
+       float *y1, float *y2, const float *b0, const float *b1, const float *b2, const float *res,
+       float rscale, int r0, int r1, int r2, int k, int ncols, long long row_bytes)
+{
+    int lane = threadIdx.x & 31;
+    int row = blockIdx.x * NW + (threadIdx.x >> 5);
+    int c0 = blockIdx.y * NC;
+#if GLU
+    if (row >= r0)
+        return;
+    float ag[NC], au[NC];
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        ag[c] = au[c] = 0.0f;
+    row_dot(W0 + (i64)row * row_bytes, xa, xd, k, c0, ncols, lane, ag);
+    row_dot(W1 + (i64)row * row_bytes, xa, xd, k, c0, ncols, lane, au);
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+        float g = warp_sum(ag[c]), u = warp_sum(au[c]);
+        if (lane == 0 && c0 + c < ncols) {
+            if (b0)
+                g += b0[row];
+            if (b1)
+                u += b1[row];
+            y0[(i64)(c0 + c) * r0 + row] = silu_f(g) * u;
+        }
+    }
+#else
+    const u8 *W = W0;
+    float *y = y0;
+    const float *bias = b0;
+    int nrows = r0;
+    if (row >= r0) {
+        row -= r0;
+        W = W1, y = y1, bias = b1, nrows = r1;
+        if (row >= r1) {
+            row -= r1;
+            W = W2, y = y2, bias = b2, nrows = r2;
+            if (row >= r2)
+                return;
+        }
+    }
+    float acc[NC];
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        acc[c] = 0.0f;
+    row_dot(W + (i64)row * row_bytes, xa, xd, k, c0, ncols, lane, acc);
 #pragma unroll
     for (int c = 0; c < NC; c++) {
         float v = warp_sum(acc[c]);
@@ -201,4 +254,5 @@ matvec(const u8 *W, const void *xa, const float *xd, float *y, const float *bias
             y[o] = res ? res[o] + v * rscale : v;
         }
     }
+#endif
 }
