@@ -104,46 +104,88 @@ static brasa_status emit_symbol(const struct tokenizer *t, const struct sym *s, 
     return BRASA_OK;
 }
 
-brasa_status spm_encode(const struct tokenizer *t, const char *text, size_t len, struct ivec *out,
-                        struct brasa_err *err)
+/* Merges symbols [a, b) (linked among themselves) and emits them. */
+static bool merge_range(const struct tokenizer *t, struct sym *s, int a, int b, struct heap *h, struct ivec *out)
 {
-    if (!len)
-        return BRASA_OK;
-    struct sym *s = malloc(len * sizeof *s);
-    struct heap h = {0};
-    brasa_status st = BRASA_OK;
-    if (!s)
-        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
-    int n = 0;
-    for (size_t off = 0; off < len;) {
-        size_t l = uni_len_lead((unsigned char)text[off]);
-        if (l > len - off)
-            l = len - off;
-        s[n] = (struct sym){n - 1, off + l == len ? -1 : n + 1, text + off, l};
-        off += l;
-        n++;
-    }
-    bool ok = true;
-    for (int i = 1; i < n && ok; i++)
-        ok = try_bigram(t, s, i - 1, i, &h);
-    while (ok && h.n) {
-        struct bigram b = heap_pop(&h);
-        struct sym *l = &s[b.left], *r = &s[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+    s[a].prev = -1;
+    s[b - 1].next = -1;
+    h->n = 0;
+    for (int i = a + 1; i < b; i++)
+        if (!try_bigram(t, s, i - 1, i, h))
+            return false;
+    while (h->n) {
+        struct bigram g = heap_pop(h);
+        struct sym *l = &s[g.left], *r = &s[g.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != g.size)
             continue;
         l->n += r->n;
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0)
-            s[r->next].prev = b.left;
-        ok = try_bigram(t, s, l->prev, b.left, &h) && try_bigram(t, s, b.left, l->next, &h);
+            s[r->next].prev = g.left;
+        if (!try_bigram(t, s, l->prev, g.left, h) || !try_bigram(t, s, g.left, l->next, h))
+            return false;
     }
-    for (int i = 0; ok && i != -1; i = s[i].next)
+    for (int i = a; i != -1; i = s[i].next)
         if (emit_symbol(t, &s[i], out))
-            ok = false;
-    if (!ok)
-        st = brasa_fail(err, BRASA_ENOMEM, "out of memory while tokenizing");
+            return false;
+    return true;
+}
+
+static bool is_space_sym(const struct sym *s)
+{
+    return s->n == 3 && memcmp(s->text, "\xe2\x96\x81", 3) == 0;
+}
+
+/* A chunk may start at an escaped space that follows one complete, valid, non-space
+ * character: when no token holds such a character followed by U+2581 (t->spm_chunks),
+ * no merge can cross there, so merging each chunk on its own gives the same result as
+ * merging the whole text, with a much smaller queue. */
+static bool chunk_start(const struct sym *s, int i)
+{
+    if (!is_space_sym(&s[i]) || is_space_sym(&s[i - 1]))
+        return false;
+    size_t pos = 0;
+    uint32_t cp = uni_decode((const unsigned char *)s[i - 1].text, s[i - 1].n, &pos);
+    return pos == s[i - 1].n && (cp != UNI_REPLACEMENT || s[i - 1].n == 3);
+}
+
+brasa_status spm_encode(const struct tokenizer *t, const char *text, size_t len, struct ivec *out,
+                        struct brasa_err *err)
+{
+    if (!len)
+        return BRASA_OK;
+    /* symbols of the current chunk only: the queue and the array stay small and warm */
+    size_t cap = 256;
+    struct sym *s = malloc(cap * sizeof *s);
+    struct heap h = {0};
+    bool ok = s != NULL;
+    int n = 0;
+    for (size_t off = 0; ok && off < len;) {
+        size_t l = uni_len_lead((unsigned char)text[off]);
+        if (l > len - off)
+            l = len - off;
+        if ((size_t)n == cap) {
+            struct sym *ns = realloc(s, cap * 2 * sizeof *s);
+            if (!ns) {
+                ok = false;
+                break;
+            }
+            s = ns;
+            cap *= 2;
+        }
+        s[n] = (struct sym){n - 1, n + 1, text + off, l};
+        off += l;
+        if (n > 0 && t->spm_chunks && chunk_start(s, n)) {
+            ok = merge_range(t, s, 0, n, &h, out);
+            s[0] = (struct sym){-1, 1, s[n].text, s[n].n};
+            n = 0;
+        }
+        n++;
+    }
+    if (ok && n)
+        ok = merge_range(t, s, 0, n, &h, out);
     free(h.v);
     free(s);
-    return st;
+    return ok ? BRASA_OK : brasa_fail(err, BRASA_ENOMEM, "out of memory while tokenizing");
 }

@@ -295,6 +295,19 @@ static brasa_status load_merges(struct tokenizer *t, const struct gguf_file *f, 
     return BRASA_OK;
 }
 
+/* SentencePiece: true when every U+2581 inside a token follows another U+2581 */
+static bool spm_chunkable(const struct tokenizer *t)
+{
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        const char *s = t->text[id];
+        size_t n = t->len[id];
+        for (const char *p = s + 1; (p = memmem(p, n - (size_t)(p - s), "\xe2\x96\x81", 3)); p++)
+            if (p - s < 3 || memcmp(p - 3, "\xe2\x96\x81", 3) != 0)
+                return false;
+    }
+    return true;
+}
+
 static int32_t find_text(const struct tokenizer *t, const char *s)
 {
     return tok_find(t, s, strlen(s));
@@ -451,6 +464,8 @@ brasa_status tok_load(struct tokenizer **out, const struct gguf_file *f, int fla
         st = brasa_fail(err, BRASA_EFORMAT, "tokenizer.ggml.add_bos_token is true, but there is no BOS token id");
     if (!st && t->add_eos && t->eos < 0)
         st = brasa_fail(err, BRASA_EFORMAT, "tokenizer.ggml.add_eos_token is true, but there is no EOS token id");
+    if (!st && t->type == TOKT_SPM)
+        t->spm_chunks = spm_chunkable(t);
     if (!st) {
         mark_specials(t, eom);
         st = build_special_cache(t, f, err);

@@ -66,6 +66,7 @@ struct tokenizer {
     int32_t bos, eos, eot, unk, sep, pad;
     bool add_bos, add_eos, add_sep, add_space_prefix, ignore_merges, clean_spaces;
     bool wpm_lowercase, wpm_strip_accents;
+    bool spm_chunks;        /* no token has a non-space character followed by U+2581 */
     int max_token_len;
     char byte_enc[256][3];  /* byte-level BPE: byte -> UTF-8 of its stand-in code point */
     uint8_t byte_enc_len[256];
