@@ -43,18 +43,18 @@ fx=$shared/fixtures/llama.Q4_K_M.gguf
 if [ -x $B/brasa ] && [ -f "$fx" ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     for g in 1 0; do
-      BRASA_GPU_GRAPH=$g step compute-sanitizer --tool $tool --error-exitcode 9 \
+      BRASA_VERBOSE=1 BRASA_GPU_GRAPH=$g step compute-sanitizer --tool $tool --error-exitcode 9 \
         $B/brasa run -m "$fx" -p "The quick brown fox jumps over the lazy dog" -n 4 --temp 0 \
         >"$out/san_${tool}_$g.txt" 2>&1
       rc=$?
-      note "compute-sanitizer $tool (graph=$g, prefill + 4 decode steps): rc $rc, $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_${tool}_$g.txt")"
+      note "compute-sanitizer $tool (graph=$g, prefill + 4 decode steps): rc $rc, $(grep -c 'GPU plan' "$out/san_${tool}_$g.txt") GPU plans, $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_${tool}_$g.txt")"
     done
   done
 fi
 
 if [ "$mode" = full ] && [ -x $B/brasa ]; then
   mkdir -p /tmp/synth
-  for spec in "qwen2 7b q4_k_m" "qwen2 7b q8_0" "qwen2 1.5b q4_k_m" "qwen2 1.5b q8_0" "qwen2 1.5b f16"; do
+  for spec in "qwen2 1.5b q4_k_m" "qwen2 7b q4_k_m" "qwen2 7b q8_0" "qwen2 1.5b q8_0" "qwen2 1.5b f16"; do
     set -- $spec
     f=/tmp/synth/$1-$2-$3.gguf
     [ -f "$f" ] || step $B/brasa synth --arch $1 --shape $2 --type $3 -o "$f" -t "$J" >"$out/synth.log" 2>&1 \

@@ -162,7 +162,10 @@ static brasa_status load_fixed(struct gpu *g, struct brasa_err *err)
         return st;
     for (int i = 0; i < K_COUNT; i++) {
         CUmodule m = i == K_QUANT ? g->m_quant : g->m_ops;
-        if ((st = jit_function(&g->jit, m, k_names[i], &g->k[i], NULL, err)) != BRASA_OK)
+        int local = 0;
+        /* rope's only local memory is sinf/cosf's range reduction for large angles */
+        if ((st = jit_function(&g->jit, m, k_names[i], &g->k[i], NULL, i == K_ROPE ? &local : NULL,
+                               err)) != BRASA_OK)
             return st;
     }
     return BRASA_OK;
@@ -303,7 +306,7 @@ static brasa_status get_mv(struct gpu *g, uint32_t wtype, int nc, int glu,
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
             continue;
         int regs = 0;
-        if ((st = jit_function(&g->jit, m.mod, "matvec", &m.fn, &regs, err)) != BRASA_OK) {
+        if ((st = jit_function(&g->jit, m.mod, "matvec", &m.fn, &regs, NULL, err)) != BRASA_OK) {
             if (g->o.verbose)
                 fprintf(stderr, "brasa: rejected matvec type %u NW=%d NC=%d: %s\n", wtype, m.nw,
                         m.ncv, err->msg);

@@ -131,7 +131,7 @@ brasa_status jit_module(struct jit *j, const char *tmpl, const struct jit_def *d
 }
 
 brasa_status jit_function(struct jit *j, CUmodule mod, const char *name, CUfunction *fn, int *regs,
-                          struct brasa_err *err)
+                          int *local_out, struct brasa_err *err)
 {
     brasa_status st = DRV_CALL(j->d, err, cuModuleGetFunction, fn, mod, name);
     if (st != BRASA_OK)
@@ -141,6 +141,10 @@ brasa_status jit_function(struct jit *j, CUmodule mod, const char *name, CUfunct
     j->d->cuFuncGetAttribute(&nreg, CU_FUNC_ATTRIBUTE_NUM_REGS, *fn);
     if (regs)
         *regs = nreg;
+    if (local_out) {
+        *local_out = local;
+        return BRASA_OK;
+    }
     if (local > 0)
         return brasa_fail(err, BRASA_EUNSUPPORTED, "kernel %s spills (%d local bytes, %d registers)",
                           name, local, nreg);

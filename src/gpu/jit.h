@@ -35,8 +35,10 @@ brasa_status jit_compile(const struct drv *d, const char *src, const char *tmpl,
 brasa_status jit_module(struct jit *j, const char *tmpl, const struct jit_def *defs, int n,
                         CUmodule *mod, struct brasa_err *err);
 /* Looks a function up and rejects it if it spills: BRASA_EUNSUPPORTED names the function and
- * its local bytes. regs may be NULL. */
+ * its local bytes. regs and local may be NULL; with local non-NULL nothing is rejected and
+ * the local bytes are returned (kernels whose only local memory is the slow path of sinf/cosf
+ * range reduction, which no variant avoids). */
 brasa_status jit_function(struct jit *j, CUmodule mod, const char *name, CUfunction *fn, int *regs,
-                          struct brasa_err *err);
+                          int *local, struct brasa_err *err);
 
 #endif
