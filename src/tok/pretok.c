@@ -539,18 +539,26 @@ brasa_status pretok_split(const struct tokenizer *t, const char *text, size_t le
     o->len = o->n = 0;
     if (!len)
         return BRASA_OK;
+    /* the collapsed and wide views are built only when a stage of this pre-tokenizer reads them */
+    bool need_c = false, need_w = false;
+    for (const struct stage *const *st = stages_for(t->pre); *st; st++) {
+        need_c |= (*st)->kind == ST_COLLAPSED;
+        need_w |= (*st)->kind == ST_WIDE;
+    }
     c.cp = malloc(len * sizeof *c.cp);
     c.fl = malloc(len * sizeof *c.fl);
-    c.xc = malloc(len * sizeof *c.xc);
-    c.xw = malloc(len * sizeof *c.xw);
-    ok = c.cp && c.fl && c.xc && c.xw;
+    c.xc = need_c ? malloc(len * sizeof *c.xc) : NULL;
+    c.xw = need_w ? malloc(len * sizeof *c.xw) : NULL;
+    ok = c.cp && c.fl && (c.xc || !need_c) && (c.xw || !need_w);
     for (size_t pos = 0; ok && pos < len;) {
         uint32_t cp = uni_decode((const unsigned char *)text, len, &pos);
         unsigned f = uni_flags(cp);
         c.cp[c.n] = cp;
         c.fl[c.n] = (uint16_t)f;
-        c.xc[c.n] = collapse(cp, f);
-        c.xw[c.n] = (cp > 0x7F && (f & UF_WS)) ? '\v' : cp;
+        if (need_c)
+            c.xc[c.n] = collapse(cp, f);
+        if (need_w)
+            c.xw[c.n] = (cp > 0x7F && (f & UF_WS)) ? '\v' : cp;
         c.n++;
     }
     ok = ok && seg_push(&a, c.n);

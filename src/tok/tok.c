@@ -406,6 +406,19 @@ static brasa_status build_special_cache(struct tokenizer *t, const struct gguf_f
     qsort(t->special, t->n_special, sizeof *t->special, cmp_special);
     sort_ctx = NULL;
 
+    /* index by first byte, for the presence scan of partition() */
+    if (!(t->by_first = malloc((t->n_special ? t->n_special : 1) * sizeof *t->by_first)))
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    memset(t->first_start, 0, sizeof t->first_start);
+    for (size_t i = 0; i < t->n_special; i++)
+        t->first_start[(unsigned char)t->text[t->special[i]][0] + 1]++;
+    for (int b = 0; b < 256; b++)
+        t->first_start[b + 1] += t->first_start[b];
+    uint32_t fill[256];
+    memcpy(fill, t->first_start, sizeof fill);
+    for (size_t i = 0; i < t->n_special; i++)
+        t->by_first[fill[(unsigned char)t->text[t->special[i]][0]]++] = (uint32_t)i;
+
     /* per-model strip rules the reference applies by general.name */
     char *name = NULL;
     if (gguf_find_kv(f, "general.name") && gguf_get_str(f, "general.name", &name, NULL) == BRASA_OK) {
@@ -492,6 +505,7 @@ void tok_free(struct tokenizer *t)
     free(t->attr);
     free(t->eog);
     free(t->special);
+    free(t->by_first);
     free(t);
 }
 
@@ -600,26 +614,38 @@ static brasa_status partition(const struct tokenizer *t, const char *text, size_
     out->n = 0;
     if (len && frags_push(out, (struct frag){-1, 0, len}))
         return BRASA_ENOMEM;
-    for (size_t k = 0; k < t->n_special && len; k++) {
-        int32_t id = t->special[k];
-        if (!parse_special && (t->attr[id] & (TA_CONTROL | TA_UNKNOWN)))
+    if (!len || !t->n_special)
+        return BRASA_OK;
+    /* one pass finds which special tokens occur at all; only those split the text */
+    uint8_t *present = calloc(t->n_special, 1);
+    if (!present)
+        return BRASA_ENOMEM;
+    const uint16_t skip = parse_special ? 0 : (TA_CONTROL | TA_UNKNOWN);
+    for (size_t p = 0; p < len; p++) {
+        unsigned char b = (unsigned char)text[p];
+        for (uint32_t j = t->first_start[b]; j < t->first_start[b + 1]; j++) {
+            uint32_t k = t->by_first[j];
+            int32_t id = t->special[k];
+            if (!present[k] && !(t->attr[id] & skip) && t->len[id] <= len - p &&
+                memcmp(text + p, t->text[id], t->len[id]) == 0)
+                present[k] = 1;
+        }
+    }
+    brasa_status st = BRASA_OK;
+    for (size_t k = 0; k < t->n_special && !st; k++) {
+        if (!present[k])
             continue;
-        bool any = false; /* skip the rebuild when the token does not occur */
-        for (size_t i = 0; i < out->n && !any; i++)
-            any = out->v[i].tok < 0 && out->v[i].len >= t->len[id] &&
-                  memmem(text + out->v[i].off, out->v[i].len, t->text[id], t->len[id]);
-        if (!any)
-            continue;
-        if (split_one(t, text, id, out, &tmp)) {
-            free(tmp.v);
-            return BRASA_ENOMEM;
+        if (split_one(t, text, t->special[k], out, &tmp)) {
+            st = BRASA_ENOMEM;
+            break;
         }
         struct frags sw = *out;
         *out = tmp;
         tmp = sw;
     }
+    free(present);
     free(tmp.v);
-    return BRASA_OK;
+    return st;
 }
 
 static brasa_status encode_spm_frag(const struct tokenizer *t, const char *s, size_t n, bool space_prefix,

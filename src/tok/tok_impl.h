@@ -63,6 +63,8 @@ struct tokenizer {
     struct strmap merges;   /* "left right" -> rank */
     int32_t *special;       /* control/user-defined/unknown ids, longest text first */
     size_t n_special;
+    uint32_t first_start[257]; /* special[] positions by first byte: by_first[first_start[b]..[b+1]) */
+    uint32_t *by_first;        /* indices into special[] */
     int32_t bos, eos, eot, unk, sep, pad;
     bool add_bos, add_eos, add_sep, add_space_prefix, ignore_merges, clean_spaces;
     bool wpm_lowercase, wpm_strip_accents;
