@@ -655,6 +655,37 @@ TEST(server_generation_end_to_end)
     CHECK(strstr(r.body, "\"last\":{") != NULL);
     resp_free(&r);
 
+    /* a client that leaves while queued leaves the queue at once */
+    {
+        const char *longreq = "{\"prompt\":\"go\",\"max_tokens\":400,\"ignore_eos\":true}";
+        int busy = send_request(port, "POST", "/v1/completions", longreq, strlen(longreq), NULL);
+        REQUIRE(busy >= 0);
+        usleep(150000); /* the engine is now busy with it */
+        int queued = send_request(port, "POST", "/v1/completions", longreq, strlen(longreq), NULL);
+        REQUIRE(queued >= 0);
+        int q = -1;
+        for (int i = 0; i < 50 && q != 1; i++) {
+            r = http(port, "GET", "/health", NULL, NULL);
+            q = usage_n(r.body, "\"queue\":");
+            resp_free(&r);
+            if (q != 1)
+                usleep(20000);
+        }
+        CHECKF(q == 1, "queue %d with one request waiting", q);
+        close(queued);
+        for (int i = 0; i < 50 && q != 0; i++) {
+            usleep(20000);
+            r = http(port, "GET", "/health", NULL, NULL);
+            q = usage_n(r.body, "\"queue\":");
+            resp_free(&r);
+        }
+        CHECKF(q == 0, "queue %d after the waiting client left", q);
+        struct resp rb;
+        read_response(busy, &rb);
+        CHECKF(rb.status == 200 && usage_n(rb.body, "\"completion_tokens\":") == 400, "%d %.200s", rb.status, rb.body);
+        resp_free(&rb);
+    }
+
     /* 20 clients at once, half streaming: every one answered in full */
     enum { NC = 20 };
     pthread_t th[NC];
@@ -691,5 +722,21 @@ TEST(server_generation_end_to_end)
     remove_models_dir();
 }
 
-TEST_MAIN(T(server_refuses_remote_host_without_flag), T(server_routes_and_errors), T(server_api_key),
+/* `brasa serve` runs the brasa-server next to it */
+TEST(server_brasa_serve_execs_server)
+{
+    SKIP_WITHOUT_INPUTS();
+    const char *bin = getenv("BRASA_BIN") ? getenv("BRASA_BIN") : "build/brasa";
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s serve --help", bin);
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p != NULL);
+    char out[4096];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    CHECKF(st == 0 && strstr(out, "--models-dir") && strstr(out, "--api-key"), "status %d: %.300s", st, out);
+}
+
+TEST_MAIN(T(server_refuses_remote_host_without_flag), T(server_brasa_serve_execs_server), T(server_routes_and_errors), T(server_api_key),
           T(server_generation_end_to_end))
