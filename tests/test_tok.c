@@ -230,4 +230,320 @@ TEST(vocab_vectors)
     printf("  vocab vectors: %d/%d strings give the expected ids\n", all_pass, all);
 }
 
-TEST_MAIN(T(vocab_vectors))
+
+/* ---- fixtures: prompt token ids ---- */
+
+static struct tokenizer *load_tok(const char *path, struct gguf_file **f)
+{
+    struct brasa_err err;
+    struct tokenizer *t = NULL;
+    if (gguf_open(f, path, &err)) {
+        CHECKF(0, "%s: %s", path, err.msg);
+        return NULL;
+    }
+    if (tok_load(&t, *f, 0, &err)) {
+        CHECKF(0, "%s: %s", path, err.msg);
+        gguf_close(*f);
+        return NULL;
+    }
+    return t;
+}
+
+TEST(fixture_prompt_ids)
+{
+    const char *dirpath = test_shared_path("fixtures");
+    char dirbuf[4096];
+    snprintf(dirbuf, sizeof dirbuf, "%s", dirpath);
+    DIR *d = opendir(dirbuf);
+    if (!d)
+        SKIP("no ../shared/fixtures");
+    struct dirent *e;
+    int files = 0, prompts = 0, pass = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 13 || strcmp(e->d_name + l - 13, ".prompts.json"))
+            continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dirbuf, e->d_name);
+        size_t size;
+        char *txt = test_read_file(path, &size);
+        struct jm *j = txt ? jm_parse(txt, size) : NULL;
+        free(txt);
+        REQUIRE(j);
+        const struct jm *mf = jm_get(j, "model_file");
+        REQUIRE(mf && mf->type == JM_STR);
+        snprintf(path, sizeof path, "%s/%s", dirbuf, mf->str);
+        struct gguf_file *f;
+        struct tokenizer *t = load_tok(path, &f);
+        if (!t) {
+            jm_free(j);
+            continue;
+        }
+        files++;
+        const struct jm *ps = jm_get(j, "prompts");
+        for (size_t i = 0; ps && i < ps->n; i++) {
+            const struct jm *p = jm_at(ps, i), *text = jm_get(p, "text"), *gold = jm_get(p, "token_ids");
+            int32_t *ids;
+            size_t n;
+            struct brasa_err err;
+            prompts++;
+            if (tok_encode(t, text->str, text->len, TOK_ADD_SPECIAL | TOK_PARSE_SPECIAL, &ids, &n, &err)) {
+                CHECKF(0, "%s: %s", e->d_name, err.msg);
+                continue;
+            }
+            bool ok = n == gold->n;
+            for (size_t k = 0; ok && k < n; k++)
+                ok = ids[k] == jm_int(jm_at(gold, k), -1);
+            pass += ok;
+            CHECKF(ok, "%s prompt '%s': %zu ids, golden %zu", e->d_name, jm_get(p, "label")->str, n, gold->n);
+            if (!ok)
+                print_ids("got", ids, n);
+            free(ids);
+        }
+        tok_free(t);
+        gguf_close(f);
+        jm_free(j);
+    }
+    closedir(d);
+    CHECK(files > 0);
+    printf("  fixture prompts: %d/%d give the golden ids (%d files)\n", pass, prompts, files);
+}
+
+/* ---- random UTF-8: round trips and streaming ---- */
+
+static size_t put_cp(char *o, uint32_t cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* random valid UTF-8 mixing ASCII words, spaces, Latin, CJK and 4-byte emoji */
+static size_t rand_utf8(unsigned long long *rs, char *o, size_t max_cps)
+{
+    size_t n = 0, k = 1 + test_rand_u64(rs) % max_cps;
+    for (size_t i = 0; i < k; i++) {
+        uint64_t r = test_rand_u64(rs) % 100;
+        uint32_t cp;
+        if (r < 45)
+            cp = (uint32_t)(0x20 + test_rand_u64(rs) % 95);
+        else if (r < 55)
+            cp = " \n\t"[test_rand_u64(rs) % 3];
+        else if (r < 70)
+            cp = (uint32_t)(0xA0 + test_rand_u64(rs) % 0x700);
+        else if (r < 85)
+            cp = (uint32_t)(0x3000 + test_rand_u64(rs) % 0x7000);
+        else
+            cp = (uint32_t)(0x1F300 + test_rand_u64(rs) % 0x300);
+        n += put_cp(o + n, cp);
+    }
+    return n;
+}
+
+TEST(random_utf8_round_trip)
+{
+    static const char *const vocabs[] = {"gpt-2", "llama-spm", "starcoder", "deepseek-llm", "falcon"};
+    unsigned long long rs = test_seed();
+    int tried = 0;
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+        char path[8192];
+        snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", test_shared_path("vocab"), vocabs[v]);
+        if (!test_file_exists(path))
+            continue;
+        struct gguf_file *f;
+        struct tokenizer *t = load_tok(path, &f);
+        if (!t)
+            continue;
+        tried++;
+        for (int it = 0; it < 60; it++) {
+            char s[4096];
+            size_t n = rand_utf8(&rs, s, 400);
+            int32_t *ids;
+            size_t ni;
+            struct brasa_err err;
+            REQUIRE(tok_encode(t, s, n, 0, &ids, &ni, &err) == BRASA_OK);
+            size_t dl;
+            char *d = stream_text(t, ids, ni, &dl);
+            CHECKF(dl == n && memcmp(d, s, n) == 0, "%s: round trip differs (%zu vs %zu bytes)", vocabs[v], dl, n);
+            free(d);
+            free(ids);
+        }
+        tok_free(t);
+        gguf_close(f);
+    }
+    if (!tried)
+        SKIP("no vocabularies");
+}
+
+/* Reference sanitiser: valid sequences kept, each maximal invalid subpart -> U+FFFD. */
+static size_t sanitize(const unsigned char *s, size_t n, char *o)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        int need = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
+                                                      : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        if (need == 1) {
+            o[k++] = (char)c;
+            i++;
+            continue;
+        }
+        int got = need ? 1 : 0;
+        while (need && got < need && i + (size_t)got < n) {
+            unsigned char b = s[i + (size_t)got];
+            unsigned char lo = 0x80, hi = 0xBF;
+            if (got == 1) {
+                if (c == 0xE0) lo = 0xA0;
+                if (c == 0xED) hi = 0x9F;
+                if (c == 0xF0) lo = 0x90;
+                if (c == 0xF4) hi = 0x8F;
+            }
+            if (b < lo || b > hi)
+                break;
+            got++;
+        }
+        if (need && got == need) {
+            memcpy(o + k, s + i, (size_t)need);
+            k += (size_t)need;
+            i += (size_t)need;
+        } else {
+            memcpy(o + k, "\xef\xbf\xbd", 3);
+            k += 3;
+            i += got ? (size_t)got : 1;
+        }
+    }
+    return k;
+}
+
+TEST(stream_holds_and_replaces)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf", test_shared_path("vocab"));
+    if (!test_file_exists(path))
+        SKIP("no llama-spm vocabulary");
+    struct gguf_file *f;
+    struct tokenizer *t = load_tok(path, &f);
+    REQUIRE(t);
+    unsigned long long rs = test_seed() ^ 0x5eed;
+    /* SentencePiece byte fallback turns any bytes into tokens whose pieces are those bytes */
+    for (int it = 0; it < 300; it++) {
+        unsigned char s[600];
+        size_t n = 0;
+        while (n < 500) {
+            uint64_t r = test_rand_u64(&rs) % 10;
+            if (r < 6) {
+                char tmp[8];
+                size_t k = rand_utf8(&rs, tmp, 1);
+                memcpy(s + n, tmp, k);
+                n += k;
+            } else if (r < 8) {
+                s[n++] = (unsigned char)(0x80 + test_rand_u64(&rs) % 0x80); /* stray byte */
+            } else { /* a truncated multi-byte sequence */
+                char tmp[8];
+                size_t k = put_cp(tmp, (uint32_t)(0x800 + test_rand_u64(&rs) % 0x10000));
+                size_t cut = 1 + test_rand_u64(&rs) % (k - 1);
+                memcpy(s + n, tmp, cut);
+                n += cut;
+            }
+        }
+        /* no spaces: a stray lead byte would swallow a following escaped space into a byte run,
+         * which then prints as U+2581 (as the reference does) */
+        for (size_t i = 0; i < n; i++)
+            if (s[i] == ' ')
+                s[i] = '_';
+        int32_t *ids;
+        size_t ni;
+        struct brasa_err err;
+        REQUIRE(tok_encode(t, (const char *)s, n, 0, &ids, &ni, &err) == BRASA_OK);
+        char *want = malloc(n * 3 + 4);
+        size_t wl = sanitize(s, n, want);
+        char *got = malloc(n * 3 + 64 * ni + 64);
+        size_t gl = 0;
+        struct tok_stream st;
+        tok_stream_init(&st);
+        for (size_t i = 0; i <= ni; i++) {
+            size_t k = i < ni ? tok_stream_push(t, &st, ids[i], got + gl, 64) : tok_stream_flush(&st, got + gl, 64);
+            /* never half a sequence: each chunk is valid UTF-8 on its own */
+            CHECKF(gguf_utf8_invalid_at(got + gl, k) < 0 || memchr(got + gl, 0, k), "chunk %zu is not valid UTF-8",
+                   i);
+            gl += k;
+        }
+        size_t at = 0;
+        while (at < gl && at < wl && got[at] == want[at])
+            at++;
+        CHECKF(gl == wl && at == wl, "stream output differs from the sanitised input at byte %zu of %zu/%zu: got %02x %02x %02x, want %02x %02x %02x",
+               at, gl, wl, (unsigned char)got[at], (unsigned char)got[at + 1], (unsigned char)got[at + 2],
+               (unsigned char)want[at], (unsigned char)want[at + 1], (unsigned char)want[at + 2]);
+        free(want);
+        free(got);
+        free(ids);
+    }
+    /* a 4-byte character split over byte tokens is held until complete */
+    static const char emoji[] = "\xf0\x9f\x98\x80";
+    struct tok_stream st;
+    tok_stream_init(&st);
+    char out[64];
+    size_t total = 0;
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", (unsigned char)emoji[i]);
+        int32_t id = -1;
+        for (int32_t k = 0; k < tok_n_vocab(t); k++)
+            if (!strcmp(tok_text(t, k), name))
+                id = k;
+        REQUIRE(id >= 0);
+        size_t k = tok_stream_push(t, &st, id, out + total, sizeof out - total);
+        CHECKF(i < 3 ? k == 0 : k == 4, "byte %d gave %zu bytes", i, k);
+        total += k;
+    }
+    CHECK(total == 4 && memcmp(out, emoji, 4) == 0);
+    CHECK(tok_stream_flush(&st, out, sizeof out) == 0);
+    tok_free(t);
+    gguf_close(f);
+}
+
+TEST(decode_clean_spaces)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/ggml-vocab-gpt-2.gguf", test_shared_path("vocab"));
+    if (!test_file_exists(path))
+        SKIP("no gpt-2 vocabulary");
+    struct gguf_file *f;
+    struct tokenizer *t = load_tok(path, &f);
+    REQUIRE(t);
+    int32_t *ids;
+    size_t n;
+    struct brasa_err err;
+    const char *s = "Hello , world ! It 's here .";
+    REQUIRE(tok_encode(t, s, strlen(s), 0, &ids, &n, &err) == BRASA_OK);
+    char *d;
+    REQUIRE(tok_decode(t, ids, n, &d, &err) == BRASA_OK);
+    CHECKF(!strcmp(d, "Hello, world! It's here."), "decoded '%s'", d);
+    free(d);
+    free(ids);
+    int32_t bad = 1 << 30;
+    CHECK(tok_decode(t, &bad, 1, &d, &err) == BRASA_EINVAL);
+    CHECK(tok_is_eog(t, 50256) && tok_is_control(t, 50256));
+    tok_free(t);
+    gguf_close(f);
+}
+
+TEST_MAIN(T(vocab_vectors), T(fixture_prompt_ids), T(random_utf8_round_trip), T(stream_holds_and_replaces),
+          T(decode_clean_spaces))
