@@ -231,6 +231,44 @@ TEST(writer_api)
     free(tmp);
 }
 
+/* Thousands of tensors and keys: lookups and duplicate checks go through the hash index and
+ * the overlap check sorts, so this stays fast (quadratic checks would take seconds here). */
+TEST(many_tensors_and_keys)
+{
+    enum { NT = 20000, NK = 3000 };
+    struct gguf_writer *w;
+    struct brasa_err err;
+    char *tmp = temp_path(".gguf");
+    REQUIRE(gguf_writer_new(&w, &err) == BRASA_OK);
+    static float vals[NT];
+    char name[64];
+    const int64_t ne[1] = {1};
+    for (int i = 0; i < NK; i++) {
+        snprintf(name, sizeof name, "k.%d", i);
+        CHECK(gguf_writer_set_u32(w, name, (uint32_t)i, &err) == BRASA_OK);
+    }
+    for (int i = 0; i < NT; i++) {
+        vals[i] = (float)i;
+        snprintf(name, sizeof name, "blk.%d.weight", i);
+        CHECK(gguf_writer_add_tensor(w, name, GGML_TYPE_F32, 1, ne, &vals[i], 4, &err) == 0);
+    }
+    CHECK(gguf_writer_write(w, tmp, &err) == BRASA_OK);
+    gguf_writer_free(w);
+    struct gguf_file *f;
+    REQUIRE(gguf_open(&f, tmp, &err) == BRASA_OK);
+    CHECK(f->n_tensors == NT && f->n_kv == NK);
+    for (int i = 0; i < NT; i += 97) {
+        snprintf(name, sizeof name, "blk.%d.weight", i);
+        const struct gguf_tensor *t = gguf_find_tensor(f, name);
+        CHECKF(t && *(const float *)t->data == (float)i, "%s", name);
+    }
+    uint32_t u;
+    CHECK(gguf_get_u32(f, "k.2999", &u, &err) == 0 && u == 2999);
+    gguf_close(f);
+    remove(tmp);
+    free(tmp);
+}
+
 /* ---- typed getters on a real fixture ---- */
 
 TEST(typed_getters)
@@ -772,6 +810,6 @@ TEST(inspect_dump_f32)
     gguf_close(f);
 }
 
-TEST_MAIN(T(shared_files_parse), T(writer_roundtrip_fixtures), T(writer_api), T(typed_getters),
+TEST_MAIN(T(shared_files_parse), T(writer_roundtrip_fixtures), T(writer_api), T(many_tensors_and_keys), T(typed_getters),
           T(malformed_files), T(version2_reads), T(malformed_file_on_disk), T(random_corruption), T(inspect_cli),
           T(inspect_dump_f32))
