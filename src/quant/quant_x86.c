@@ -6,6 +6,8 @@
  * products multiply 8-bit integers exactly (maddubs: unsigned weight level x signed activation,
  * pairs summed to 16 bits without overflow for these ranges, then scaled to 32 bits) and only
  * the per-block float accumulation differs from the reference in rounding order. */
+#include <stdlib.h>
+
 #include "quant/quant_impl.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -444,6 +446,101 @@ AVX2 static void dq_q6_k_avx2(const void *src, float *y, int64_t nb)
     }
 }
 
+/* ------------------------------------------------------------------ AVX-512 (BW) */
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+/* int16 lane -> which of the 8 (Q4_K) or 16 (Q6_K) int16 scales it takes. */
+static const uint16_t q4k_idx512[4][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6},
+    {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7},
+};
+static const uint16_t q6k_idx512[4][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15},
+};
+
+/* Q4_K: 64 weight bytes cover sub-blocks (2c, 2c+1, 2c+2, 2c+3) of two 64-element chunks; the
+ * low nibbles give sub-blocks 2c and 2c+2, the high ones 2c+1 and 2c+3. */
+AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *a)
+{
+    const block_q4_K *x = w;
+    const block_q8_K *y = a;
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    const __m512i i0 = _mm512_loadu_si512(q4k_idx512[0]), i1 = _mm512_loadu_si512(q4k_idx512[1]);
+    const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
+    __m512 acc = _mm512_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d), dmin = -y[i].d * h2f(x[i].dmin);
+        uint32_t u[4];
+        kq_unpack(x[i].scales, u);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(kq_mins_dot(u, y[i].bsums)), accm);
+        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0])));
+        const __m512i w0 = _mm512_loadu_si512(x[i].qs), w1 = _mm512_loadu_si512(x[i].qs + 64);
+        const __m512i a0 = _mm512_loadu_si512(y[i].qs), a1 = _mm512_loadu_si512(y[i].qs + 64);
+        const __m512i a2 = _mm512_loadu_si512(y[i].qs + 128), a3 = _mm512_loadu_si512(y[i].qs + 192);
+        __m512i p0 = _mm512_maddubs_epi16(_mm512_and_si512(w0, m4), _mm512_shuffle_i64x2(a0, a1, 0x44));
+        __m512i p1 = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w0, 4), m4),
+                                          _mm512_shuffle_i64x2(a0, a1, 0xEE));
+        __m512i p2 = _mm512_maddubs_epi16(_mm512_and_si512(w1, m4), _mm512_shuffle_i64x2(a2, a3, 0x44));
+        __m512i p3 = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w1, 4), m4),
+                                          _mm512_shuffle_i64x2(a2, a3, 0xEE));
+        p0 = _mm512_madd_epi16(_mm512_permutexvar_epi16(i0, sc), p0);
+        p1 = _mm512_madd_epi16(_mm512_permutexvar_epi16(i1, sc), p1);
+        p2 = _mm512_madd_epi16(_mm512_permutexvar_epi16(i2, sc), p2);
+        p3 = _mm512_madd_epi16(_mm512_permutexvar_epi16(i3, sc), p3);
+        const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(p0, p1), _mm512_add_epi32(p2, p3));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+    }
+    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+    return _mm512_reduce_add_ps(acc) + _mm_cvtss_f32(accm);
+}
+
+/* Q6_K: per 128-element half, the 64 ql bytes with the matching 2-bit pairs of qh give
+ * elements 0..63 (low nibbles) and 64..127 (high nibbles) of the half, in order. */
+AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *a)
+{
+    const block_q6_K *x = w;
+    const block_q8_K *y = a;
+    const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3);
+    const __m512i i0 = _mm512_loadu_si512(q6k_idx512[0]), i1 = _mm512_loadu_si512(q6k_idx512[1]);
+    const __m512i i2 = _mm512_loadu_si512(q6k_idx512[2]), i3 = _mm512_loadu_si512(q6k_idx512[3]);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d);
+        const __m256i sc256 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
+        const __m512i sc = _mm512_castsi256_si512(sc256);
+        const __m256i corr = _mm256_slli_epi32(
+            _mm256_madd_epi16(sc256, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
+        __m512i sumi = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), corr));
+        sumi = _mm512_zextsi256_si512(_mm512_castsi512_si256(sumi));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i b = _mm512_loadu_si512(x[i].ql + 64 * h);
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            const __m512i q01 = _mm512_or_si512(_mm512_and_si512(b, m4),
+                                                _mm512_slli_epi16(_mm512_and_si512(hh, m2), 4));
+            const __m512i q23 = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(b, 4), m4),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hh, 4), m2), 4));
+            __m512i p01 = _mm512_maddubs_epi16(q01, _mm512_loadu_si512(y[i].qs + 128 * h));
+            __m512i p23 = _mm512_maddubs_epi16(q23, _mm512_loadu_si512(y[i].qs + 128 * h + 64));
+            p01 = _mm512_madd_epi16(_mm512_permutexvar_epi16(h ? i2 : i0, sc), p01);
+            p23 = _mm512_madd_epi16(_mm512_permutexvar_epi16(h ? i3 : i1, sc), p23);
+            sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(p01, p23));
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
 void qk_x86_init(struct qkernels *k)
 {
     __builtin_cpu_init();
@@ -466,6 +563,13 @@ void qk_x86_init(struct qkernels *k)
     k[GGML_TYPE_Q5_K].dequant = dq_q5_k_avx2;
     k[GGML_TYPE_Q6_K].dot = dot_q6_k_avx2;
     k[GGML_TYPE_Q6_K].dequant = dq_q6_k_avx2;
+    if (getenv("BRASA_NO_AVX512") || !(__builtin_cpu_supports("avx512f") &&
+                                       __builtin_cpu_supports("avx512bw") &&
+                                       __builtin_cpu_supports("avx512vl") &&
+                                       __builtin_cpu_supports("avx512dq")))
+        return;
+    k[GGML_TYPE_Q4_K].dot = dot_q4_k_avx512;
+    k[GGML_TYPE_Q6_K].dot = dot_q6_k_avx512;
 }
 
 #else
