@@ -211,7 +211,8 @@ static bool get_sampling(struct srv *s, json_t *o, struct job *j, struct api_rep
     if (p->top_p >= 1)
         p->top_p = 1;
     static unsigned long long counter;
-    p->seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) * 6364136223846793005ULL + ++counter;
+    p->seed = seed >= 0 ? (uint64_t)seed
+                        : (uint64_t)time(NULL) * 6364136223846793005ULL + __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
     j->max_tokens = max_tok > 0 ? (int)max_tok : s->cfg.max_tokens;
     return true;
 }
