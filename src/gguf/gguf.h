@@ -59,7 +59,8 @@ struct gguf_kv {
     /* arrays (type == ARRAY) */
     enum gguf_vtype arr_type;
     uint64_t arr_len;
-    const void *arr_data;        /* non-string arrays: little-endian elements inside the mapping */
+    const void *arr_data;        /* non-string arrays: little-endian elements inside the mapping;
+                                    string arrays: arr_strs */
     struct gguf_str *arr_strs;   /* string arrays: arr_len entries (allocated) */
     uint64_t file_offset;        /* byte offset of the key in the file (for messages) */
 };
