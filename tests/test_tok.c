@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "json_mini.h"
@@ -545,5 +547,325 @@ TEST(decode_clean_spaces)
     gguf_close(f);
 }
 
+/* ---- chat templates ---- */
+
+static const struct chat_msg conv[] = {
+    {"system", "You are a helpful assistant."},
+    {"user", "Hello!"},
+    {"assistant", "Hi! How can I help?"},
+    {"user", "What is 2+2?"},
+};
+
+static void check_render(enum chat_template_id id, const struct chat_msg *m, size_t n, bool thinking,
+                         const char *end_text, const char *want)
+{
+    struct chat_opts o = {.add_assistant = true, .thinking = thinking, .end_text = end_text};
+    char *out = NULL;
+    struct brasa_err err;
+    brasa_status st = chat_render(id, m, n, &o, &out, &err);
+    CHECKF(st == BRASA_OK, "%s: %s", chat_template_name(id), err.msg);
+    if (st == BRASA_OK)
+        CHECKF(!strcmp(out, want), "%s (thinking %d):\n--- got ---\n%s\n--- want ---\n%s", chat_template_name(id),
+               thinking, out, want);
+    free(out);
+}
+
+#define CHATML_BODY                                                                                    \
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello!<|im_end|>\n" \
+    "<|im_start|>assistant\nHi! How can I help?<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"  \
+    "<|im_start|>assistant\n"
+
+TEST(chat_templates_render)
+{
+    size_t n = sizeof conv / sizeof conv[0];
+    check_render(CHAT_TMPL_CHATML, conv, n, true, NULL, CHATML_BODY);
+    check_render(CHAT_TMPL_QWEN3, conv, n, true, NULL, CHATML_BODY);
+    check_render(CHAT_TMPL_QWEN3, conv, n, false, NULL, CHATML_BODY "<think>\n\n</think>\n\n");
+    check_render(CHAT_TMPL_QWEN35, conv, n, true, NULL, CHATML_BODY "<think>\n");
+    check_render(CHAT_TMPL_QWEN35, conv, n, false, NULL, CHATML_BODY "<think>\n\n</think>\n\n");
+    /* Qwen3: an earlier assistant turn loses its reasoning */
+    struct chat_msg think[4];
+    memcpy(think, conv, sizeof think);
+    think[2].content = "<think>\nThe user greets me.\n</think>\n\nHi! How can I help?";
+    check_render(CHAT_TMPL_QWEN3, think, n, true, NULL, CHATML_BODY);
+    check_render(CHAT_TMPL_GRANITE, conv, n, true, NULL,
+                 "<|start_of_role|>system<|end_of_role|>You are a helpful assistant.<|end_of_text|>\n"
+                 "<|start_of_role|>user<|end_of_role|>Hello!<|end_of_text|>\n"
+                 "<|start_of_role|>assistant<|end_of_role|>Hi! How can I help?<|end_of_text|>\n"
+                 "<|start_of_role|>user<|end_of_role|>What is 2+2?<|end_of_text|>\n"
+                 "<|start_of_role|>assistant<|end_of_role|>");
+    check_render(CHAT_TMPL_LLAMA2, conv, n, true, NULL,
+                 "[INST] <<SYS>>\nYou are a helpful assistant.\n<</SYS>>\n\nHello! [/INST]Hi! How can I help?</s>"
+                 "[INST] What is 2+2? [/INST]");
+    check_render(CHAT_TMPL_LLAMA3, conv, n, true, NULL,
+                 "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant.<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nHello!<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\nHi! How can I help?<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    /* the fixtures' chat prompts, as the reference rendered them */
+    static const struct chat_msg brief[] = {{"system", "Be brief."}, {"user", "What is 2+2?"}};
+    check_render(CHAT_TMPL_CHATML, brief, 2, true, NULL,
+                 "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+                 "<|im_start|>assistant\n");
+    check_render(CHAT_TMPL_LLAMA2, brief, 2, true, NULL, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nWhat is 2+2? [/INST]");
+    check_render(CHAT_TMPL_GRANITE, brief + 1, 1, true, "<|endoftext|>",
+                 "<|start_of_role|>user<|end_of_role|>What is 2+2?<|endoftext|>\n"
+                 "<|start_of_role|>assistant<|end_of_role|>");
+    char *out;
+    struct brasa_err err;
+    CHECK(chat_render(CHAT_TMPL_NONE, conv, n, NULL, &out, &err) == BRASA_EINVAL);
+}
+
+/* a GGUF file holding only the given keys, written to a temporary path */
+static bool write_meta(const char *path, const char *arch, const char *tmpl)
+{
+    struct gguf_writer *w;
+    struct brasa_err err;
+    if (gguf_writer_new(&w, &err))
+        return false;
+    bool ok = gguf_writer_set_str(w, "general.architecture", arch, &err) == BRASA_OK &&
+              (!tmpl || gguf_writer_set_str(w, "tokenizer.chat_template", tmpl, &err) == BRASA_OK) &&
+              gguf_writer_write(w, path, &err) == BRASA_OK;
+    gguf_writer_free(w);
+    return ok;
+}
+
+static void check_pick(const char *arch, const char *tmpl, const char *override, enum chat_template_id want,
+                       const char *note_has)
+{
+    char path[] = "/tmp/brasa-test-chat-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    REQUIRE(write_meta(path, arch, tmpl));
+    struct gguf_file *f;
+    struct brasa_err err;
+    REQUIRE(gguf_open(&f, path, &err) == BRASA_OK);
+    enum chat_template_id id = CHAT_TMPL_NONE;
+    const char *note = NULL;
+    CHECKF(chat_template_pick(f, override, &id, &note, &err) == BRASA_OK, "%s", err.msg);
+    CHECKF(id == want, "arch %s: picked %s, want %s", arch, chat_template_name(id), chat_template_name(want));
+    if (note_has)
+        CHECKF(note && strstr(note, note_has), "arch %s: note '%s' lacks '%s'", arch, note ? note : "(none)",
+               note_has);
+    else
+        CHECKF(!note, "arch %s: unexpected note '%s'", arch, note);
+    gguf_close(f);
+    unlink(path);
+}
+
+TEST(chat_template_pick)
+{
+    check_pick("qwen2", "{% for m in messages %}<|im_start|>{{ m.role }}...", NULL, CHAT_TMPL_CHATML, NULL);
+    check_pick("qwen3", "<|im_start|>... {%- if enable_thinking is defined %}<think>", NULL, CHAT_TMPL_QWEN3, NULL);
+    check_pick("qwen35", "<|im_start|>... <think>\n", NULL, CHAT_TMPL_QWEN35, NULL);
+    check_pick("granite", "<|start_of_role|>{{ m.role }}<|end_of_role|>", NULL, CHAT_TMPL_GRANITE, NULL);
+    check_pick("llama", "{{ bos_token }}<|start_header_id|>{{ r }}<|end_header_id|>", NULL, CHAT_TMPL_LLAMA3, NULL);
+    check_pick("llama", "{{ bos_token + '[INST] ' + content + ' [/INST]' }}", NULL, CHAT_TMPL_LLAMA2, NULL);
+    /* no template: from the architecture */
+    check_pick("qwen3", NULL, NULL, CHAT_TMPL_QWEN3, NULL);
+    check_pick("granite", NULL, NULL, CHAT_TMPL_GRANITE, NULL);
+    check_pick("qwen35", NULL, NULL, CHAT_TMPL_QWEN35, NULL);
+    /* unrecognised: reported, with the fallback named */
+    check_pick("llama", "{{ '<|user|>' + m }}", NULL, CHAT_TMPL_LLAMA2, "llama2");
+    check_pick("phi3", "{{ '<|user|>' + m }}", NULL, CHAT_TMPL_CHATML, "chatml");
+    /* override */
+    check_pick("qwen2", "<|im_start|>", "llama3", CHAT_TMPL_LLAMA3, NULL);
+    struct gguf_file *f = NULL;
+    char path[] = "/tmp/brasa-test-chat-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    REQUIRE(write_meta(path, "qwen2", NULL));
+    struct brasa_err err;
+    REQUIRE(gguf_open(&f, path, &err) == BRASA_OK);
+    enum chat_template_id id;
+    const char *note;
+    CHECK(chat_template_pick(f, "jinja-soup", &id, &note, &err) == BRASA_EINVAL);
+    CHECKF(strstr(err.msg, "jinja-soup") != NULL, "%s", err.msg);
+    gguf_close(f);
+    unlink(path);
+}
+
+/* ---- unknown pre-tokenizer ---- */
+
+/* copies a vocabulary file with tokenizer.ggml.pre replaced */
+static bool write_with_pre(const char *src, const char *dst, const char *pre)
+{
+    struct gguf_file *f;
+    struct gguf_writer *w;
+    struct brasa_err err;
+    if (gguf_open(&f, src, &err))
+        return false;
+    if (gguf_writer_new(&w, &err)) {
+        gguf_close(f);
+        return false;
+    }
+    bool ok = true;
+    for (uint64_t i = 0; ok && i < f->n_kv; i++)
+        if (strcmp(f->kv[i].key, "tokenizer.ggml.pre"))
+            ok = gguf_writer_copy_kv(w, &f->kv[i], &err) == BRASA_OK;
+    ok = ok && gguf_writer_set_str(w, "tokenizer.ggml.pre", pre, &err) == BRASA_OK &&
+         gguf_writer_write(w, dst, &err) == BRASA_OK;
+    gguf_writer_free(w);
+    gguf_close(f);
+    return ok;
+}
+
+static char unknown_pre_path[64];
+
+TEST(unknown_pre)
+{
+    char src[8192];
+    snprintf(src, sizeof src, "%s/ggml-vocab-gpt-2.gguf", test_shared_path("vocab"));
+    if (!test_file_exists(src))
+        SKIP("no gpt-2 vocabulary");
+    snprintf(unknown_pre_path, sizeof unknown_pre_path, "/tmp/brasa-test-pre-XXXXXX");
+    int fd = mkstemp(unknown_pre_path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    REQUIRE(write_with_pre(src, unknown_pre_path, "martian-v9"));
+    struct gguf_file *f;
+    struct tokenizer *t = NULL;
+    struct brasa_err err;
+    REQUIRE(gguf_open(&f, unknown_pre_path, &err) == BRASA_OK);
+    CHECK(tok_load(&t, f, 0, &err) == BRASA_EUNSUPPORTED);
+    CHECKF(strstr(err.msg, "martian-v9") != NULL, "message does not name the pre-tokenizer: %s", err.msg);
+    CHECK(tok_load(&t, f, TOK_LOAD_FALLBACK_PRE, &err) == BRASA_OK);
+    CHECKF(tok_load_warning() && strstr(tok_load_warning(), "martian-v9") && strstr(tok_load_warning(), "default"),
+           "warning: %s", tok_load_warning() ? tok_load_warning() : "(none)");
+    CHECK(t && !strcmp(tok_pre_name(t), "default"));
+    tok_free(t);
+    gguf_close(f);
+}
+
+/* ---- command line ---- */
+
+static const char *bin(void)
+{
+    const char *b = getenv("BRASA_BIN");
+    return b && *b ? b : "build/brasa";
+}
+
+static char *run(const char *cmd, int *rc)
+{
+    FILE *p = popen(cmd, "r");
+    *rc = -1;
+    if (!p)
+        return NULL;
+    size_t cap = 1 << 16, n = 0, k;
+    char *buf = malloc(cap + 1);
+    while ((k = fread(buf + n, 1, cap - n, p)) > 0)
+        n += k;
+    buf[n] = 0;
+    int st = pclose(p);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
+}
+
+static void ids_line(const struct jm *gold, size_t from, char *out, size_t cap)
+{
+    out[0] = 0;
+    for (size_t i = from; i < gold->n; i++)
+        snprintf(out + strlen(out), cap - strlen(out), "%s%ld", i > from ? " " : "", jm_int(jm_at(gold, i), 0));
+    snprintf(out + strlen(out), cap - strlen(out), "\n");
+}
+
+TEST(cli_tokenize_detokenize)
+{
+    if (access(bin(), X_OK) != 0)
+        SKIP("brasa binary not built");
+    char qwen[8192], llama[8192], jpath[8192];
+    snprintf(qwen, sizeof qwen, "%s", test_shared_path("fixtures/qwen2.Q8_0.gguf"));
+    snprintf(llama, sizeof llama, "%s", test_shared_path("fixtures/llama.Q8_0.gguf"));
+    snprintf(jpath, sizeof jpath, "%s", test_shared_path("fixtures/qwen2.Q8_0.prompts.json"));
+    size_t size;
+    char *txt = test_read_file(jpath, &size);
+    if (!txt || !test_file_exists(qwen) || !test_file_exists(llama)) {
+        free(txt);
+        SKIP("fixtures absent");
+    }
+    struct jm *j = jm_parse(txt, size);
+    free(txt);
+    REQUIRE(j);
+    char cmd[16384], want[8192], tmp[] = "/tmp/brasa-test-text-XXXXXX";
+    int rc, fd = mkstemp(tmp);
+    REQUIRE(fd >= 0);
+    /* the chat prompt, from standard input, with --special */
+    const struct jm *chat = jm_at(jm_get(j, "prompts"), 2);
+    REQUIRE(write(fd, jm_get(chat, "text")->str, jm_get(chat, "text")->len) == (ssize_t)jm_get(chat, "text")->len);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --special --ids-only - < '%s'", bin(), qwen, tmp);
+    char *out = run(cmd, &rc);
+    ids_line(jm_get(chat, "token_ids"), 0, want, sizeof want);
+    CHECKF(rc == 0 && !strcmp(out, want), "tokenize --special: rc %d\n got  %s want %s", rc, out, want);
+    free(out);
+    /* without --special the markup is plain text: more ids, and no control id */
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only - < '%s'", bin(), qwen, tmp);
+    out = run(cmd, &rc);
+    CHECKF(rc == 0 && strlen(out) > strlen(want) && !strstr(out, "1022"), "tokenize without --special: %s", out);
+    free(out);
+    unlink(tmp);
+    /* ids with pieces: one line per id */
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' 'Hello world'", bin(), llama);
+    out = run(cmd, &rc);
+    CHECKF(rc == 0 && strstr(out, "     1 '<s>'\n"), "listing: %s", out);
+    int lines = 0;
+    for (char *p = out; *p; p++)
+        lines += *p == '\n';
+    CHECKF(lines >= 2 && strstr(out, "'<s>'"), "listing has %d lines: %s", lines, out);
+    free(out);
+    /* BOS as the file says, and --no-bos */
+    const struct jm *plain = jm_at(jm_get(j, "prompts"), 0);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only 'The quick brown fox jumps over the lazy dog.'", bin(), qwen);
+    out = run(cmd, &rc);
+    ids_line(jm_get(plain, "token_ids"), 0, want, sizeof want);
+    CHECKF(rc == 0 && !strcmp(out, want), "qwen2 plain: got %s want %s", out, want);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only 'Hello'", bin(), llama);
+    out = run(cmd, &rc);
+    CHECKF(rc == 0 && !strncmp(out, "1 ", 2), "llama adds BOS: %s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --no-bos --ids-only 'Hello'", bin(), llama);
+    out = run(cmd, &rc);
+    CHECKF(rc == 0 && strncmp(out, "1 ", 2) && out[0] != '\n', "llama --no-bos: %s", out);
+    free(out);
+    /* detokenize: ids as words and as a comma list */
+    ids_line(jm_get(plain, "token_ids"), 0, want, sizeof want);
+    want[strlen(want) - 1] = 0;
+    snprintf(cmd, sizeof cmd, "%s detokenize -m '%s' %s", bin(), qwen, want);
+    out = run(cmd, &rc);
+    CHECKF(rc == 0 && !strcmp(out, "The quick brown fox jumps over the lazy dog.\n"), "detokenize: '%s'", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s detokenize -m '%s' 1022,882,198 1023", bin(), qwen);
+    out = run(cmd, &rc);
+    CHECKF(rc == 0, "detokenize with control ids: rc %d", rc);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s detokenize -m '%s' 999999 2>&1", bin(), qwen);
+    out = run(cmd, &rc);
+    CHECKF(rc == 1 && strstr(out, "999999"), "out-of-range id: rc %d, %s", rc, out);
+    free(out);
+    /* an unknown pre-tokenizer is named; --fallback-pre warns and goes on */
+    if (unknown_pre_path[0]) {
+        snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only 'Hello' 2>&1", bin(), unknown_pre_path);
+        out = run(cmd, &rc);
+        CHECKF(rc == 1 && strstr(out, "martian-v9"), "unknown pre: rc %d, %s", rc, out);
+        free(out);
+        snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --fallback-pre --ids-only 'Hello' 2>&1", bin(),
+                 unknown_pre_path);
+        out = run(cmd, &rc);
+        CHECKF(rc == 0 && strstr(out, "warning") && strstr(out, "15496"), "--fallback-pre: rc %d, %s", rc, out);
+        free(out);
+        unlink(unknown_pre_path);
+    }
+    snprintf(cmd, sizeof cmd, "%s tokenize 2>&1", bin());
+    out = run(cmd, &rc);
+    CHECKF(rc == 2, "usage error: rc %d", rc);
+    free(out);
+    jm_free(j);
+}
+
 TEST_MAIN(T(vocab_vectors), T(fixture_prompt_ids), T(random_utf8_round_trip), T(stream_holds_and_replaces),
-          T(decode_clean_spaces))
+          T(decode_clean_spaces), T(chat_templates_render), T(chat_template_pick), T(unknown_pre),
+          T(cli_tokenize_detokenize))
