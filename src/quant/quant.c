@@ -193,6 +193,8 @@ void quant_matmul(struct pool *pool, uint32_t wtype, const void *W, int64_t n_ro
 {
     const struct qkernels *ks = kernels(false);
     const struct qtype_info *q = qtype_get(wtype);
+    if (!q || !ks[wtype].dot || k % q->block)
+        return; /* the loader only admits known types with whole-block rows */
     struct mm_job j = {
         .kw = ks, .ka = &ks[q->vec_dot_type], .wtype = wtype, .W = W,
         .w_stride = qtype_row_bytes(wtype, k), .a_stride = qtype_row_bytes(q->vec_dot_type, k),

@@ -6,6 +6,12 @@
 
 #include "quant/quant_impl.h"
 
+/* Bit-exactness with ggml needs a separate multiply and add wherever the source writes
+ * a * b - c: no fused multiply-add (GCC in ISO C mode does not contract; clang would). */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 struct qkernels qk_ref[GGML_TYPE_COUNT];
 
 /* ------------------------------------------------------------------ dequantization */

@@ -11,6 +11,7 @@
 #include "quant/quant_impl.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -541,11 +542,17 @@ AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *a)
     return _mm512_reduce_add_ps(acc);
 }
 
+/* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
+static bool has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+
 void qk_x86_init(struct qkernels *k)
 {
     __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-          __builtin_cpu_supports("f16c")))
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()))
         return;
     k[GGML_TYPE_F32].dot = dot_f32_avx2;
     k[GGML_TYPE_F16].dot = dot_f16_avx2;
