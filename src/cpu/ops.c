@@ -300,7 +300,7 @@ static void attn_rows(const struct op_args *a, long r0, long r1, int ith)
             const float *K = (const float *)a->kcache + kvh * hd;
             for (long j = 0; j < npos; j++) {
                 sc[j] = dot_f32(q, K + j * kvw, hd) * scale;
-                mx = fmaxf(mx, sc[j]);
+                mx = sc[j] > mx ? sc[j] : mx;
             }
         } else {
             const uint16_t *K = (const uint16_t *)a->kcache + kvh * hd;
@@ -312,7 +312,7 @@ static void attn_rows(const struct op_args *a, long r0, long r1, int ith)
                 for (long d = 0; d < hd; d++)
                     s += qv[d] * h2f(kr[d]);
                 sc[j] = s * scale;
-                mx = fmaxf(mx, sc[j]);
+                mx = sc[j] > mx ? sc[j] : mx;
             }
         }
         double sum = 0;
