@@ -90,6 +90,7 @@ static brasa_status load_cuda_syms(struct drv *d, void *h, struct brasa_err *err
         (st = S2(h, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")) ||
         (st = S2(h, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")) ||
         (st = S2(h, cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")) || (st = S1(h, cuMemsetD8Async)) ||
+        (st = S2(h, cuMemAllocHost, "cuMemAllocHost_v2")) || (st = S1(h, cuMemFreeHost)) ||
         (st = S1(h, cuModuleLoadData)) || (st = S1(h, cuModuleUnload)) ||
         (st = S1(h, cuModuleGetFunction)) || (st = S1(h, cuFuncGetAttribute)) ||
         (st = S1(h, cuFuncSetAttribute)) || (st = S1(h, cuLaunchKernel)) ||

@@ -135,10 +135,12 @@ struct gpu_sess {
     CUdeviceptr ws;         /* workspace: arena + quantized activations + attention partials */
     size_t ws_cap;
     unsigned ws_gen;
-    CUdeviceptr d_pos, d_tok;
+    CUdeviceptr d_io;        /* [1 + tok_cap] int32: the position, then the batch's tokens */
+    CUdeviceptr d_pos, d_tok; /* into d_io */
     int tok_cap;
+    int32_t *h_io;           /* pinned staging of d_io */
     struct plan plans[MAX_PLANS];
-    float *out;
+    float *out;              /* pinned: the output node's rows */
     size_t out_cap;
     const char *dump;
     bool use_graph, fuse;
@@ -377,8 +379,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     if ((st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
         (st = DRV_CALL(&g->d, err, cuStreamCreate, &s->st, CU_STREAM_NON_BLOCKING)) ||
         (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev0, CU_EVENT_DEFAULT)) ||
-        (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev1, CU_EVENT_DEFAULT)) ||
-        (st = gmem_alloc(&g->mem, &s->d_pos, sizeof(int), "position", "session", err))) {
+        (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev1, CU_EVENT_DEFAULT))) {
         gpu_sess_free(s);
         return st;
     }
@@ -407,8 +408,7 @@ void gpu_sess_free(struct gpu_sess *s)
     for (int i = 0; i < s->ns; i++)
         gmem_free(&g->mem, s->states[i].dev);
     gmem_free(&g->mem, s->ws);
-    gmem_free(&g->mem, s->d_pos);
-    gmem_free(&g->mem, s->d_tok);
+    gmem_free(&g->mem, s->d_io);
     if (s->ev0)
         g->d.cuEventDestroy(s->ev0);
     if (s->ev1)
@@ -416,7 +416,10 @@ void gpu_sess_free(struct gpu_sess *s)
     if (s->st)
         g->d.cuStreamDestroy(s->st);
     free(s->states);
-    free(s->out);
+    if (s->out)
+        g->d.cuMemFreeHost(s->out);
+    if (s->h_io)
+        g->d.cuMemFreeHost(s->h_io);
     free(s);
 }
 
@@ -641,9 +644,10 @@ static brasa_status plan_matmul(struct pb *b, int i)
     }
     int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
     long tot = glu ? rows : (long)r[0] + r[1] + r[2];
+    unsigned nrb = (unsigned)((tot + mv->nw - 1) / mv->nw), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);
+    int tf = nct > 1 && nrb <= 65535;
     struct launch *l = L(b, -1, mv->fn, glu ? "matvec_glu" : nm > 1 ? "matvec_multi" : "matvec",
-                         dst, (unsigned)((tot + mv->nw - 1) / mv->nw),
-                         (unsigned)((T + mv->ncv - 1) / mv->ncv), 1, (unsigned)mv->nw * 32, 0);
+                         dst, tf ? nct : nrb, tf ? nrb : nct, 1, (unsigned)mv->nw * 32, 0);
     if (!l)
         return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
     for (int j = 0; j < 3; j++)
@@ -661,6 +665,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     ai(l, k);
     ai(l, T);
     al(l, (long long)row_bytes(w->type, k));
+    ai(l, tf);
     return BRASA_OK;
 }
 
@@ -1057,21 +1062,31 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         s->ws_gen++;
     }
     if (g->n_tok > s->tok_cap) {
-        gmem_free(&gp->mem, s->d_tok);
-        s->d_tok = 0;
+        gp->d.cuStreamSynchronize(s->st);
+        gmem_free(&gp->mem, s->d_io);
+        if (s->h_io)
+            gp->d.cuMemFreeHost(s->h_io);
+        s->d_io = 0;
+        s->h_io = NULL;
         s->tok_cap = 0;
-        if ((st = gmem_alloc(&gp->mem, &s->d_tok, (size_t)g->n_tok * 4, "tokens", "session", err)))
+        size_t nb = (size_t)(g->n_tok + 1) * 4;
+        if ((st = gmem_alloc(&gp->mem, &s->d_io, nb, "position and tokens", "session", err)) ||
+            (st = DRV_CALL(&gp->d, err, cuMemAllocHost, (void **)&s->h_io, nb)))
             return st;
+        s->d_pos = s->d_io;
+        s->d_tok = s->d_io + 4;
         s->tok_cap = g->n_tok;
         s->ws_gen++; /* plans hold the token buffer's address */
     }
     const struct graph_node *on = &g->nodes[g->out];
     size_t ob = on->nbytes;
     if (ob > s->out_cap) {
-        float *no = realloc(s->out, ob);
-        if (!no)
-            return brasa_fail(err, BRASA_ENOMEM, "out of memory");
-        s->out = no;
+        if (s->out)
+            gp->d.cuMemFreeHost(s->out);
+        s->out = NULL;
+        s->out_cap = 0;
+        if ((st = DRV_CALL(&gp->d, err, cuMemAllocHost, (void **)&s->out, ob)))
+            return st;
         s->out_cap = ob;
     }
     struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o_xq, .xd = s->ws + o_xd,
@@ -1205,10 +1220,10 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
             return st;
         p = find_plan(s, g);
     }
-    int pos = r->pos0;
-    if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_pos, &pos, sizeof pos, s->st)) ||
-        (st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_tok, r->tokens,
-                       (size_t)g->n_tok * sizeof(int32_t), s->st)) ||
+    s->h_io[0] = r->pos0;
+    memcpy(s->h_io + 1, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
+    if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, s->h_io,
+                       (size_t)(g->n_tok + 1) * sizeof(int32_t), s->st)) ||
         (st = DRV_CALL(&gp->d, err, cuEventRecord, s->ev0, s->st)))
         return st;
     bool graph = !eager && s->use_graph && !s->dump && g->n_tok == 1;

@@ -199,11 +199,14 @@ __device__ __forceinline__ void row_dot(const u8 *wr, const void *xa, const floa
 extern "C" __global__ void __launch_bounds__(NW * 32)
 matvec(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, float *y0,
        float *y1, float *y2, const float *b0, const float *b1, const float *b2, const float *res,
-       float rscale, int r0, int r1, int r2, int k, int ncols, long long row_bytes)
+       float rscale, int r0, int r1, int r2, int k, int ncols, long long row_bytes, int tiles_fast)
 {
+    // tiles_fast: column tiles in blockIdx.x, so the blocks that read one weight row block run
+    // together and all but the first find it in L2 (batches)
     int lane = threadIdx.x & 31;
-    int row = blockIdx.x * NW + (threadIdx.x >> 5);
-    int c0 = blockIdx.y * NC;
+    int rb = tiles_fast ? blockIdx.y : blockIdx.x, ct = tiles_fast ? blockIdx.x : blockIdx.y;
+    int row = rb * NW + (threadIdx.x >> 5);
+    int c0 = ct * NC;
 #if GLU
     if (row >= r0)
         return;
