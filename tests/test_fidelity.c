@@ -3,10 +3,12 @@
 #include "test.h"
 
 #include <dirent.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "brasa.h"
+#include "gguf/gguf.h"
 #include "json_mini.h"
 #include "ref_forward.h"
 #include "tok/tok.h"
@@ -471,6 +473,70 @@ TEST(ref_forward_goldens)
         SKIP("fixtures not found");
 }
 
+/* Writes a copy of src without tensor `drop`, or with `reshape` stored with its two dims
+ * swapped. Returns 0 on success. */
+static int write_variant(const char *src, const char *dst, const char *drop, const char *reshape)
+{
+    struct gguf_file *f = NULL;
+    struct gguf_writer *w = NULL;
+    struct brasa_err err;
+    int rc = -1;
+    if (gguf_open(&f, src, &err) != BRASA_OK || gguf_writer_new(&w, &err) != BRASA_OK)
+        goto done;
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        if (gguf_writer_copy_kv(w, &f->kv[i], &err) != BRASA_OK)
+            goto done;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const struct gguf_tensor *t = &f->tensors[i];
+        if (drop && strcmp(t->name, drop) == 0)
+            continue;
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        if (reshape && strcmp(t->name, reshape) == 0) {
+            ne[0] = t->ne[0] / 2, ne[1] = t->ne[1] * 2; /* same bytes, wrong shape */
+        }
+        if (gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data, t->nbytes, &err) != BRASA_OK)
+            goto done;
+    }
+    rc = gguf_writer_write(w, dst, &err) == BRASA_OK ? 0 : -1;
+done:
+    if (rc)
+        fprintf(stderr, "  write_variant: %s\n", err.msg);
+    gguf_writer_free(w);
+    if (f)
+        gguf_close(f);
+    return rc;
+}
+
+/* A missing or misshapen tensor is an error that names it. */
+TEST(bad_tensors)
+{
+    const char *src = test_shared_path("fixtures/llama.Q8_0.gguf");
+    if (!test_file_exists(src))
+        SKIP("llama.Q8_0.gguf not found");
+    char srcp[1024], path[1024];
+    snprintf(srcp, sizeof srcp, "%s", src);
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(path, sizeof path, "%s/brasa_test_bad_%d.gguf", tmp, (int)getpid());
+    struct brasa_model *m = NULL;
+    struct brasa_err err = {{0}};
+    if (write_variant(srcp, path, "blk.1.ffn_up.weight", NULL) == 0) {
+        CHECK(brasa_model_load(path, NULL, &m, &err) == BRASA_ENOTFOUND && m == NULL);
+        CHECKF(strstr(err.msg, "blk.1.ffn_up.weight") != NULL, "%s", err.msg);
+        brasa_model_free(m);
+        m = NULL;
+    } else {
+        CHECK(0);
+    }
+    if (write_variant(srcp, path, NULL, "blk.0.attn_k.weight") == 0) {
+        CHECK(brasa_model_load(path, NULL, &m, &err) == BRASA_EFORMAT && m == NULL);
+        CHECKF(strstr(err.msg, "blk.0.attn_k.weight") != NULL, "%s", err.msg);
+        brasa_model_free(m);
+    } else {
+        CHECK(0);
+    }
+    remove(path);
+}
+
 /* Bad files and options are errors with a message. */
 TEST(load_errors)
 {
@@ -489,5 +555,5 @@ TEST(load_errors)
 }
 
 TEST_MAIN(T(fixtures_logits), T(kv_f16_close), T(chunked_prompt_matches), T(stories260k_greedy_text),
-          T(stories260k_generate), T(load_errors),
+          T(stories260k_generate), T(load_errors), T(bad_tensors),
           T(ref_forward_goldens))
