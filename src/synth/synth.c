@@ -358,8 +358,51 @@ static brasa_status encode_row(uint32_t type, const float *x, void *dst, int64_t
 
 #define ROWS_PER_WRITE 64
 
+/* Quantizing billions of random numbers (Q4_K's search for good scales is slow) would take
+ * most of an hour for a 7B model on two cores. Since the values are random anyway, each
+ * quantized matrix is assembled from a pool of blocks that quant_row() made from random values
+ * of the matrix's scale: every block of every row is a pool block picked by a hash of
+ * (seed, tensor, row, block). Each block carries its own scales, so the result is an ordinary
+ * quantized matrix of that scale, rows all different, written at disk speed. */
+#define POOL_BLOCKS 1024
+
+struct block_pool {
+    uint32_t type;
+    float scale;
+    size_t block_bytes;
+    uint8_t *blocks; /* POOL_BLOCKS blocks */
+};
+
+static bool is_quantized(uint32_t type)
+{
+    return type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16;
+}
+
+static brasa_status pool_make(struct block_pool *bp, const struct tspec *t, uint64_t seed, struct brasa_err *err)
+{
+    const struct qtype_info *q = qtype_get(t->type);
+    size_t n = (size_t)POOL_BLOCKS * (size_t)q->block;
+    float *x = malloc(n * sizeof *x);
+    bp->type = t->type;
+    bp->scale = t->scale;
+    bp->block_bytes = q->block_bytes;
+    bp->blocks = malloc((size_t)POOL_BLOCKS * q->block_bytes);
+    if (!x || !bp->blocks) {
+        free(x);
+        return brasa_fail(err, BRASA_ENOMEM, "synth: out of memory for a block pool");
+    }
+    struct tspec one = *t;
+    one.ne[0] = (int64_t)n;
+    snprintf(one.name, sizeof one.name, "pool.%u", t->type);
+    init_row(&one, seed ^ (uint64_t)(uint32_t)(t->scale * 1e6f), 0, x);
+    brasa_status st = quant_row(t->type, x, bp->blocks, (int64_t)n, err);
+    free(x);
+    return st;
+}
+
 struct fill_job {
     const struct tspec *t;
+    const struct block_pool *bp; /* quantized types: blocks to assemble rows from */
     uint64_t seed;
     int fd;
     uint64_t data_offset;
@@ -383,8 +426,16 @@ static void fill_rows(void *arg, int ith, int nth)
     for (long r = begin; r < end && ok && !atomic_load(&j->failed); r += ROWS_PER_WRITE) {
         long k = end - r < ROWS_PER_WRITE ? end - r : ROWS_PER_WRITE;
         for (long i = 0; i < k && ok; i++) {
+            uint8_t *row = buf + (size_t)i * j->row_bytes;
+            if (j->bp) {
+                size_t bb = j->bp->block_bytes, nb = j->row_bytes / bb;
+                uint64_t h = mix64(j->seed ^ mix64(name_hash(t->name) + (uint64_t)(r + i) * 0x9e3779b97f4a7c15ull));
+                for (size_t b = 0; b < nb; b++)
+                    memcpy(row + b * bb, j->bp->blocks + (mix64(h + b) % POOL_BLOCKS) * bb, bb);
+                continue;
+            }
             init_row(t, j->seed, r + i, x);
-            ok = encode_row(t->type, x, buf + (size_t)i * j->row_bytes, t->ne[0], &err) == BRASA_OK;
+            ok = encode_row(t->type, x, row, t->ne[0], &err) == BRASA_OK;
         }
         size_t nb = (size_t)k * j->row_bytes;
         off_t off = (off_t)(j->data_offset + t->offset + (uint64_t)r * j->row_bytes);
@@ -518,9 +569,24 @@ brasa_status synth_write(const char *path, const struct synth_opts *o, struct sy
         total += l.t[i].nbytes;
         n_params += (uint64_t)(l.t[i].ne[0] * l.t[i].ne[1]);
     }
+    struct block_pool pools[32];
+    int n_pools = 0;
     for (int i = 0; i < l.n && !st; i++) {
         struct fill_job j = {.t = &l.t[i], .seed = o->seed, .fd = fd, .data_offset = data_offset,
                              .row_bytes = qtype_row_bytes(l.t[i].type, l.t[i].ne[0])};
+        if (is_quantized(l.t[i].type) && l.t[i].init == INIT_MATRIX) {
+            for (int k = 0; k < n_pools && !j.bp; k++)
+                if (pools[k].type == l.t[i].type && pools[k].scale == l.t[i].scale)
+                    j.bp = &pools[k];
+            if (!j.bp && n_pools < 32) {
+                st = pool_make(&pools[n_pools], &l.t[i], o->seed, err);
+                if (st) {
+                    free(pools[n_pools].blocks);
+                    break;
+                }
+                j.bp = &pools[n_pools++];
+            }
+        }
         pool_run(pool, fill_rows, &j);
         if (j.failed) {
             *err = j.err;
@@ -539,6 +605,8 @@ brasa_status synth_write(const char *path, const struct synth_opts *o, struct sy
     }
     if (st && fd >= 0)
         unlink(path);
+    for (int k = 0; k < n_pools; k++)
+        free(pools[k].blocks);
     pool_free(pool);
     free(l.t);
     return st;
