@@ -3,10 +3,12 @@
  * downloading weights. The file is an ordinary GGUF file any GGUF reader accepts.
  *
  * Weights are uniform random with a per-matrix scale of 1/sqrt(fan-in) (norm weights near 1,
- * the output matrix scaled so that logits spread over a few units), generated row by row from
- * the seed and the tensor name (the same seed gives the same file whatever the thread count),
- * quantized with the file-type mix of quant/mix.h, and streamed to disk tensor by tensor so
- * that memory stays small even for an 8B model. */
+ * the output matrix scaled so that logits spread over a few units, output projections larger
+ * than a tied embedding so the model does not just echo its input), a function of the seed and
+ * the tensor name alone (the same seed gives the same file whatever the thread count). Types
+ * follow the file-type mix of quant/mix.h; a quantized matrix is assembled from a pool of
+ * blocks quant_row() made from random values of its scale (see synth.c), so that a 7B file is
+ * written at disk speed. Tensors are streamed to disk one by one: memory stays small. */
 #ifndef BRASA_SYNTH_H
 #define BRASA_SYNTH_H
 #include <stdbool.h>
