@@ -521,6 +521,51 @@ TEST(stream_holds_and_replaces)
     gguf_close(f);
 }
 
+/* arbitrary bytes never break the tokenizers, and every id decodes */
+TEST(random_bytes)
+{
+    static const char *const vocabs[] = {"gpt-2", "bert-bge", "deepseek-coder", "deepseek-llm", "phi-3", "mpt"};
+    unsigned long long rs = test_seed() ^ 0xb17e5;
+    int tried = 0;
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+        char path[8192];
+        snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", test_shared_path("vocab"), vocabs[v]);
+        if (!test_file_exists(path))
+            continue;
+        struct gguf_file *f;
+        struct tokenizer *t = load_tok(path, &f);
+        if (!t)
+            continue;
+        tried++;
+        for (int it = 0; it < 40; it++) {
+            char s[512];
+            size_t n = test_rand_u64(&rs) % sizeof s;
+            for (size_t i = 0; i < n; i++) /* bytes biased towards ASCII, markup and lead bytes */
+                s[i] = (char)(test_rand_u64(&rs) % 3 ? " <|>[]sa\n"[test_rand_u64(&rs) % 10]
+                                                     : (int)(test_rand_u64(&rs) % 256));
+            int32_t *ids;
+            size_t ni;
+            struct brasa_err err;
+            REQUIRE(tok_encode(t, s, n, TOK_ADD_SPECIAL | (it & 1 ? TOK_PARSE_SPECIAL : 0), &ids, &ni, &err) ==
+                    BRASA_OK);
+            for (size_t i = 0; i < ni; i++)
+                CHECKF(ids[i] >= 0 && ids[i] < tok_n_vocab(t), "%s: id %d", vocabs[v], ids[i]);
+            char *d;
+            CHECK(tok_decode(t, ids, ni, &d, &err) == BRASA_OK);
+            free(d);
+            size_t dl;
+            d = stream_text(t, ids, ni, &dl);
+            CHECK(gguf_utf8_invalid_at(d, dl) < 0 || memchr(d, 0, dl));
+            free(d);
+            free(ids);
+        }
+        tok_free(t);
+        gguf_close(f);
+    }
+    if (!tried)
+        SKIP("no vocabularies");
+}
+
 TEST(decode_clean_spaces)
 {
     char path[8192];
@@ -789,7 +834,7 @@ TEST(cli_tokenize_detokenize)
     struct jm *j = jm_parse(txt, size);
     free(txt);
     REQUIRE(j);
-    char cmd[16384], want[8192], tmp[] = "/tmp/brasa-test-text-XXXXXX";
+    char cmd[40000], want[8192], tmp[] = "/tmp/brasa-test-text-XXXXXX";
     int rc, fd = mkstemp(tmp);
     REQUIRE(fd >= 0);
     /* the chat prompt, from standard input, with --special */
@@ -867,5 +912,5 @@ TEST(cli_tokenize_detokenize)
 }
 
 TEST_MAIN(T(vocab_vectors), T(fixture_prompt_ids), T(random_utf8_round_trip), T(stream_holds_and_replaces),
-          T(decode_clean_spaces), T(chat_templates_render), T(chat_template_pick), T(unknown_pre),
+          T(random_bytes), T(decode_clean_spaces), T(chat_templates_render), T(chat_template_pick), T(unknown_pre),
           T(cli_tokenize_detokenize))

@@ -29,20 +29,16 @@ static void build_byte_map(struct tokenizer *t)
     }
 }
 
-/* byte-level BPE: stand-in code point -> byte, or -1 */
+/* byte-level BPE: stand-in code point -> byte, or -1. Printable bytes stand for
+ * themselves; the other 68 (0x00-0x20, 0x7F-0xA0, 0xAD) map to U+0100.. in byte order. */
 static int byte_dec(uint32_t cp)
 {
-    static int16_t map[324];
-    static int built;
-    if (!built) { /* idempotent: racing threads write the same values */
-        int n = 0;
-        for (int b = 0; b < 256; b++) {
-            bool self = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-            map[self ? b : 256 + n++] = (int16_t)b;
-        }
-        built = 1;
-    }
-    return cp < 324 ? map[cp] : -1;
+    if ((cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF))
+        return (int)cp;
+    if (cp < 0x100 || cp >= 0x100 + 68)
+        return -1;
+    uint32_t n = cp - 0x100;
+    return n < 33 ? (int)n : n < 67 ? (int)(0x7F + n - 33) : 0xAD;
 }
 
 static brasa_status get_id(const struct gguf_file *f, const char *key, int32_t n_vocab, int32_t *id,
@@ -711,6 +707,8 @@ brasa_status tok_encode(const struct tokenizer *t, const char *text, size_t len,
     if (add_special && t->type == TOKT_WPM && t->add_sep && t->sep >= 0 && ivec_push(&out, t->sep))
         goto oom;
     if (add_special && t->add_eos && t->type != TOKT_WPM && ivec_push(&out, t->eos))
+        goto oom;
+    if (!out.v && !(out.v = malloc(sizeof *out.v))) /* never NULL, even for no ids */
         goto oom;
     *ids = out.v;
     *n_ids = out.n;
