@@ -377,13 +377,17 @@ static void mark_specials(struct tokenizer *t, int32_t eom)
     }
 }
 
-static const struct tokenizer *sort_ctx;
-static int cmp_special(const void *a, const void *b)
+struct len_id {
+    uint32_t len;
+    int32_t id;
+};
+/* longest text first; equal lengths by id, so the order is deterministic */
+static int cmp_len_id(const void *a, const void *b)
 {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    if (sort_ctx->len[x] != sort_ctx->len[y])
-        return sort_ctx->len[x] > sort_ctx->len[y] ? -1 : 1;
-    return x < y ? -1 : x > y;
+    const struct len_id *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len > y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
 }
 
 static brasa_status build_special_cache(struct tokenizer *t, const struct gguf_file *f, struct brasa_err *err)
@@ -394,13 +398,16 @@ static brasa_status build_special_cache(struct tokenizer *t, const struct gguf_f
             n++;
     if (!(t->special = malloc((n ? n : 1) * sizeof *t->special)))
         return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    struct len_id *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (!tmp)
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
     for (int32_t id = 0; id < t->n_vocab; id++)
         if (t->attr[id] & (TA_CONTROL | TA_USER_DEFINED | TA_UNKNOWN))
-            t->special[t->n_special++] = id;
-    /* qsort is not reentrant-safe with a global context: tokenizers load on one thread */
-    sort_ctx = t;
-    qsort(t->special, t->n_special, sizeof *t->special, cmp_special);
-    sort_ctx = NULL;
+            tmp[t->n_special++] = (struct len_id){t->len[id], id};
+    qsort(tmp, t->n_special, sizeof *tmp, cmp_len_id);
+    for (size_t i = 0; i < t->n_special; i++)
+        t->special[i] = tmp[i].id;
+    free(tmp);
 
     /* index by first byte, for the presence scan of partition() */
     if (!(t->by_first = malloc((t->n_special ? t->n_special : 1) * sizeof *t->by_first)))
