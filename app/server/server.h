@@ -101,7 +101,7 @@ struct srv {
     struct srv_config cfg;
     pthread_mutex_t mu;
     pthread_cond_t cv; /* any job or state change */
-    volatile int stopping;
+    _Atomic int stopping; /* read without mu by waiting connection threads */
     struct job *q_head, *q_tail;
     int q_len;
     struct job *active;
