@@ -95,11 +95,13 @@ static brasa_status feed(struct brasa_session *s, const int32_t *ids, int n, flo
                           n, brasa_session_pos(s), brasa_session_n_ctx(s));
     struct progress pr;
     progress_begin(&pr, "prompt ");
-    if (n <= FEED_CHUNK)
+    /* On a terminal a long prompt goes in steps of 128 tokens so that the bar moves. */
+    int step = pr.on && n >= 256 ? 128 : FEED_CHUNK;
+    if (n < 256)
         pr.on = false;
     brasa_status st = BRASA_OK;
     for (int done = 0; done < n && st == BRASA_OK;) {
-        int k = n - done < FEED_CHUNK ? n - done : FEED_CHUNK;
+        int k = n - done < step ? n - done : step;
         st = brasa_session_eval(s, ids + done, k, logits_all ? logits_all + (size_t)done * n_vocab : NULL, err);
         done += k;
         progress_update(&pr, (float)done / (float)n);
@@ -316,7 +318,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "brasa run: the prompt is empty\n");
         goto out;
     }
-    s = new_session("run", m, &a, n_ids + (a.n > 0 ? a.n : 0));
+    s = new_session("run", m, &a, a.n >= 0 ? n_ids + a.n : 0); /* -n -1: the default context */
     smp = s ? new_sampler("run", &a, info.n_vocab) : NULL;
     if (!smp)
         goto out;
@@ -345,7 +347,7 @@ int cmd_run(int argc, char **argv)
     print_speed("prompt:", n_ids, prompt_s);
     print_speed("generate:", r.n_eval, r.eval_s);
     fprintf(stderr, "%d tokens generated in %.1f ms (%s)\n", r.n_gen, gen_s * 1e3,
-            r.hit_eos ? "end of generation" : "limit");
+            r.hit_eos ? "end of generation" : r.ctx_full ? "context full" : "limit");
     rc = 0;
 out:
     free(ids);
