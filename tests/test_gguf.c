@@ -778,6 +778,51 @@ TEST(inspect_cli)
     free(tmp);
 }
 
+static char all_cmd[65536];
+static int all_n;
+
+static void add_path(const char *path)
+{
+    size_t k = strlen(all_cmd);
+    snprintf(all_cmd + k, sizeof all_cmd - k, " '%s'", path);
+    all_n++;
+}
+
+static int count_str(const char *s, const char *sub)
+{
+    int n = 0;
+    for (; (s = strstr(s, sub)); s++)
+        n++;
+    return n;
+}
+
+/* Every shared file inspects, as text and as JSON (one process each, for speed). */
+TEST(inspect_all_shared_files)
+{
+    if (access(brasa_bin(), X_OK))
+        SKIP("brasa binary not built");
+    for (int json = 0; json < 2; json++) {
+        snprintf(all_cmd, sizeof all_cmd, "%s inspect%s", brasa_bin(), json ? " --json" : "");
+        all_n = 0;
+        each_gguf("fixtures", add_path);
+        each_gguf("vocab", add_path);
+        each_gguf("models", add_path);
+        if (!all_n)
+            SKIP("no shared .gguf files");
+        int rc;
+        char *out = run_cmd(all_cmd, &rc);
+        REQUIRE(out);
+        CHECKF(rc == 0, "rc %d", rc);
+        if (json) {
+            CHECK(out[0] == '[' && json_balanced(out));
+            CHECKF(count_str(out, "\"hparams\": {") == all_n, "%d files", all_n);
+        } else {
+            CHECKF(count_str(out, "hyper-parameters (") == all_n, "%d files", all_n);
+        }
+        free(out);
+    }
+}
+
 /* --dump writes ggml-order float32: F32 tensors come back as their bytes. */
 TEST(inspect_dump_f32)
 {
@@ -811,5 +856,5 @@ TEST(inspect_dump_f32)
 }
 
 TEST_MAIN(T(shared_files_parse), T(writer_roundtrip_fixtures), T(writer_api), T(many_tensors_and_keys), T(typed_getters),
-          T(malformed_files), T(version2_reads), T(malformed_file_on_disk), T(random_corruption), T(inspect_cli),
+          T(malformed_files), T(version2_reads), T(malformed_file_on_disk), T(random_corruption), T(inspect_cli), T(inspect_all_shared_files),
           T(inspect_dump_f32))

@@ -446,16 +446,37 @@ static int dump_tensor(const struct gguf_tensor *t, const char *out)
 
 static void usage(FILE *o)
 {
-    fprintf(o, "usage: brasa inspect FILE.gguf [--json] [--tensor NAME [--dump OUT.f32]]\n"
-               "  --json              print everything as one JSON object\n"
+    fprintf(o, "usage: brasa inspect FILE.gguf... [--json]\n"
+               "       brasa inspect FILE.gguf --tensor NAME [--dump OUT.f32]\n"
+               "  --json              print each file as one JSON object (several files: an array)\n"
                "  --tensor NAME       show one tensor\n"
                "  --dump OUT.f32      write it dequantized to little-endian float32 (ne[0] fastest)\n");
 }
 
+static int one_tensor(const char *path, const struct gguf_file *f, const char *tname,
+                      const char *dump)
+{
+    const struct gguf_tensor *t = gguf_find_tensor(f, tname);
+    if (!t) {
+        fprintf(stderr, "brasa inspect: no tensor '%s' in '%s'\n", tname, path);
+        return 1;
+    }
+    if (dump)
+        return dump_tensor(t, dump);
+    char shape[128];
+    shape_str(shape, sizeof shape, t);
+    printf("%s %s %s %" PRIu64 " bytes at data offset %" PRIu64 "\n", t->name, type_name(t->type),
+           shape, t->nbytes, t->offset);
+    return 0;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
-    const char *path = NULL, *tname = NULL, *dump = NULL;
-    int json = 0;
+    const char *tname = NULL, *dump = NULL;
+    int json = 0, n_paths = 0;
+    char **paths = calloc((size_t)argc, sizeof *paths);
+    if (!paths)
+        return 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             json = 1;
@@ -465,42 +486,44 @@ int cmd_inspect(int argc, char **argv)
             dump = argv[++i];
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
+            free(paths);
             return 0;
-        } else if (argv[i][0] != '-' && !path) {
-            path = argv[i];
+        } else if (argv[i][0] != '-') {
+            paths[n_paths++] = argv[i];
         } else {
             fprintf(stderr, "brasa inspect: unexpected argument '%s'\n", argv[i]);
             usage(stderr);
+            free(paths);
             return 2;
         }
     }
-    if (!path || (dump && !tname)) {
+    if (!n_paths || (dump && !tname) || (tname && n_paths != 1)) {
         usage(stderr);
+        free(paths);
         return 2;
     }
-    struct gguf_file *f;
-    struct brasa_err err;
-    if (gguf_open(&f, path, &err) != BRASA_OK) {
-        fprintf(stderr, "brasa inspect: %s\n", err.msg);
-        return 1;
-    }
-    int rc = 0;
-    if (tname) {
-        const struct gguf_tensor *t = gguf_find_tensor(f, tname);
-        if (!t) {
-            fprintf(stderr, "brasa inspect: no tensor '%s' in '%s'\n", tname, path);
+    int rc = 0, many = n_paths > 1;
+    if (json && many)
+        fputs("[\n", stdout);
+    for (int i = 0; i < n_paths && !rc; i++) {
+        struct gguf_file *f;
+        struct brasa_err err;
+        if (gguf_open(&f, paths[i], &err) != BRASA_OK) {
+            fprintf(stderr, "brasa inspect: %s\n", err.msg);
             rc = 1;
-        } else if (dump) {
-            rc = dump_tensor(t, dump);
-        } else {
-            char shape[128];
-            shape_str(shape, sizeof shape, t);
-            printf("%s %s %s %" PRIu64 " bytes at data offset %" PRIu64 "\n", t->name,
-                   type_name(t->type), shape, t->nbytes, t->offset);
+            break;
         }
-    } else {
-        print_all(stdout, path, f, json);
+        if (tname) {
+            rc = one_tensor(paths[i], f, tname, dump);
+        } else {
+            if (i)
+                fputs(json ? ",\n" : "\n", stdout);
+            print_all(stdout, paths[i], f, json);
+        }
+        gguf_close(f);
     }
-    gguf_close(f);
+    if (json && many && !rc)
+        fputs("]\n", stdout);
+    free(paths);
     return rc;
 }
