@@ -160,6 +160,13 @@ static brasa_status encode_word(const struct tokenizer *t, struct work *w, const
     return BRASA_OK;
 }
 
+/* Words repeat a lot in real text: a word seen earlier in this call copies the ids it got then
+ * (the merge result depends on the word alone). Per call, so tok_encode stays thread-safe. */
+struct seen {
+    size_t start; /* first id in out */
+    size_t n;
+};
+
 brasa_status bpe_encode(const struct tokenizer *t, const char *text, size_t len, struct ivec *out,
                         struct brasa_err *err)
 {
@@ -168,13 +175,38 @@ brasa_status bpe_encode(const struct tokenizer *t, const char *text, size_t len,
     if (st)
         return st;
     struct work w = {0};
+    struct strmap cache = {0};
+    struct seen *seen = NULL;
+    bool use_cache = words.n > 64;
+    if (use_cache && (strmap_init(&cache, (uint32_t)(words.n < (1u << 28) ? words.n : (1u << 28)), NULL) ||
+                      !(seen = malloc(words.n * sizeof *seen)))) {
+        strmap_free(&cache);
+        use_cache = false;
+    }
     size_t start = 0;
     for (size_t i = 0; i < words.n && !st; i++) {
-        st = encode_word(t, &w, words.buf + start, words.ends[i] - start, out);
+        const char *wd = words.buf + start;
+        size_t wl = words.ends[i] - start;
         start = words.ends[i];
+        if (use_cache && cache.n < (cache.cap >> 1)) {
+            int32_t e = strmap_get(&cache, wd, wl);
+            if (e >= 0) {
+                for (size_t k = 0; k < seen[e].n && !st; k++)
+                    st = ivec_push(out, out->v[seen[e].start + k]);
+                continue;
+            }
+            size_t before = out->n;
+            st = encode_word(t, &w, wd, wl, out);
+            seen[cache.n] = (struct seen){before, out->n - before};
+            strmap_put(&cache, wd, (uint32_t)wl, (int32_t)cache.n);
+            continue;
+        }
+        st = encode_word(t, &w, wd, wl, out);
     }
     if (st)
         st = brasa_fail(err, BRASA_ENOMEM, "out of memory while tokenizing");
+    strmap_free(&cache);
+    free(seen);
     free(w.s);
     free(w.h.v);
     free(w.key);
