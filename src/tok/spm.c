@@ -150,6 +150,39 @@ static bool chunk_start(const struct sym *s, int i)
     return pos == s[i - 1].n && (cp != UNI_REPLACEMENT || s[i - 1].n == 3);
 }
 
+/* Chunks repeat a lot in real text ("\u2581the"): a chunk seen earlier in this call copies the
+ * ids it got then (its merges depend on its own text alone). */
+struct seen {
+    size_t start, n;
+};
+struct chunk_cache {
+    struct strmap map;
+    struct seen *seen;
+    bool on;
+};
+
+static bool merge_chunk(const struct tokenizer *t, struct sym *s, int n, struct heap *h, struct ivec *out,
+                        struct chunk_cache *c)
+{
+    const char *text = s[0].text;
+    size_t len = (size_t)(s[n - 1].text + s[n - 1].n - text);
+    if (!c->on || c->map.n >= (c->map.cap >> 1) || n < 2)
+        return merge_range(t, s, 0, n, h, out);
+    int32_t e = strmap_get(&c->map, text, len);
+    if (e >= 0) {
+        for (size_t k = 0; k < c->seen[e].n; k++)
+            if (ivec_push(out, out->v[c->seen[e].start + k]))
+                return false;
+        return true;
+    }
+    size_t before = out->n;
+    if (!merge_range(t, s, 0, n, h, out))
+        return false;
+    c->seen[c->map.n] = (struct seen){before, out->n - before};
+    strmap_put(&c->map, text, (uint32_t)len, (int32_t)c->map.n);
+    return true;
+}
+
 brasa_status spm_encode(const struct tokenizer *t, const char *text, size_t len, struct ivec *out,
                         struct brasa_err *err)
 {
@@ -159,6 +192,11 @@ brasa_status spm_encode(const struct tokenizer *t, const char *text, size_t len,
     size_t cap = 256;
     struct sym *s = malloc(cap * sizeof *s);
     struct heap h = {0};
+    struct chunk_cache cc = {0};
+    if (t->spm_chunks && len > 256) {
+        uint32_t max = (uint32_t)(len / 4 < (1u << 26) ? len / 4 : (1u << 26));
+        cc.on = strmap_init(&cc.map, max, NULL) == BRASA_OK && (cc.seen = malloc(max * sizeof *cc.seen));
+    }
     bool ok = s != NULL;
     int n = 0;
     for (size_t off = 0; ok && off < len;) {
@@ -177,14 +215,16 @@ brasa_status spm_encode(const struct tokenizer *t, const char *text, size_t len,
         s[n] = (struct sym){n - 1, n + 1, text + off, l};
         off += l;
         if (n > 0 && t->spm_chunks && chunk_start(s, n)) {
-            ok = merge_range(t, s, 0, n, &h, out);
+            ok = merge_chunk(t, s, n, &h, out, &cc);
             s[0] = (struct sym){-1, 1, s[n].text, s[n].n};
             n = 0;
         }
         n++;
     }
     if (ok && n)
-        ok = merge_range(t, s, 0, n, &h, out);
+        ok = merge_chunk(t, s, n, &h, out, &cc);
+    strmap_free(&cc.map);
+    free(cc.seen);
     free(h.v);
     free(s);
     return ok ? BRASA_OK : brasa_fail(err, BRASA_ENOMEM, "out of memory while tokenizing");
