@@ -465,82 +465,136 @@ static const uint16_t q6k_idx512[4][32] = {
     {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15},
 };
 
-/* Q4_K: 64 weight bytes cover sub-blocks (2c, 2c+1, 2c+2, 2c+3) of two 64-element chunks; the
- * low nibbles give sub-blocks 2c and 2c+2, the high ones 2c+1 and 2c+3. */
-AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *a)
+/* Q4_K against nc (1..4) activation rows at once: each weight block is decoded once and
+ * used for every column, so a prompt batch costs one pass over the weights per 4 columns.
+ * 64 weight bytes cover sub-blocks 2c..2c+3 of two 64-element chunks: the low nibbles give
+ * sub-blocks 2c and 2c+2, the high ones 2c+1 and 2c+3. Every column gets exactly the same
+ * operations as a single dot product, so batch and single results are identical. */
+#define Q_ALWAYS_INLINE __attribute__((always_inline)) inline
+AVX512 static Q_ALWAYS_INLINE void q4k_dotn_avx512(int64_t n, const block_q4_K *x, const uint8_t *a,
+                                                   size_t as, const int nc, float *out, size_t ldo)
 {
-    const block_q4_K *x = w;
-    const block_q8_K *y = a;
     const __m512i m4 = _mm512_set1_epi8(0xF);
     const __m512i i0 = _mm512_loadu_si512(q4k_idx512[0]), i1 = _mm512_loadu_si512(q4k_idx512[1]);
     const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
-    __m512 acc = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
+    __m512 acc[4];
+    __m128 accm[4];
+    for (int c = 0; c < nc; c++) {
+        acc[c] = _mm512_setzero_ps();
+        accm[c] = _mm_setzero_ps();
+    }
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const float d = y[i].d * h2f(x[i].d), dmin = -y[i].d * h2f(x[i].dmin);
+        const float xd = h2f(x[i].d), xdmin = h2f(x[i].dmin);
         uint32_t u[4];
         kq_unpack(x[i].scales, u);
-        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(kq_mins_dot(u, y[i].bsums)), accm);
         const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0])));
         const __m512i w0 = _mm512_loadu_si512(x[i].qs), w1 = _mm512_loadu_si512(x[i].qs + 64);
-        const __m512i a0 = _mm512_loadu_si512(y[i].qs), a1 = _mm512_loadu_si512(y[i].qs + 64);
-        const __m512i a2 = _mm512_loadu_si512(y[i].qs + 128), a3 = _mm512_loadu_si512(y[i].qs + 192);
-        __m512i p0 = _mm512_maddubs_epi16(_mm512_and_si512(w0, m4), _mm512_shuffle_i64x2(a0, a1, 0x44));
-        __m512i p1 = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w0, 4), m4),
-                                          _mm512_shuffle_i64x2(a0, a1, 0xEE));
-        __m512i p2 = _mm512_maddubs_epi16(_mm512_and_si512(w1, m4), _mm512_shuffle_i64x2(a2, a3, 0x44));
-        __m512i p3 = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w1, 4), m4),
-                                          _mm512_shuffle_i64x2(a2, a3, 0xEE));
-        p0 = _mm512_madd_epi16(_mm512_permutexvar_epi16(i0, sc), p0);
-        p1 = _mm512_madd_epi16(_mm512_permutexvar_epi16(i1, sc), p1);
-        p2 = _mm512_madd_epi16(_mm512_permutexvar_epi16(i2, sc), p2);
-        p3 = _mm512_madd_epi16(_mm512_permutexvar_epi16(i3, sc), p3);
-        const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(p0, p1), _mm512_add_epi32(p2, p3));
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        const __m512i l0 = _mm512_and_si512(w0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(w0, 4), m4);
+        const __m512i l1 = _mm512_and_si512(w1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(w1, 4), m4);
+        const __m512i s0 = _mm512_permutexvar_epi16(i0, sc), s1 = _mm512_permutexvar_epi16(i1, sc);
+        const __m512i s2 = _mm512_permutexvar_epi16(i2, sc), s3 = _mm512_permutexvar_epi16(i3, sc);
+        for (int c = 0; c < nc; c++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)c * as) + i;
+            const float d = y->d * xd, dmin = -y->d * xdmin;
+            accm[c] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(kq_mins_dot(u, y->bsums)), accm[c]);
+            const __m512i a0 = _mm512_loadu_si512(y->qs), a1 = _mm512_loadu_si512(y->qs + 64);
+            const __m512i a2 = _mm512_loadu_si512(y->qs + 128), a3 = _mm512_loadu_si512(y->qs + 192);
+            const __m512i p0 = _mm512_madd_epi16(s0, _mm512_maddubs_epi16(l0, _mm512_shuffle_i64x2(a0, a1, 0x44)));
+            const __m512i p1 = _mm512_madd_epi16(s1, _mm512_maddubs_epi16(h0, _mm512_shuffle_i64x2(a0, a1, 0xEE)));
+            const __m512i p2 = _mm512_madd_epi16(s2, _mm512_maddubs_epi16(l1, _mm512_shuffle_i64x2(a2, a3, 0x44)));
+            const __m512i p3 = _mm512_madd_epi16(s3, _mm512_maddubs_epi16(h1, _mm512_shuffle_i64x2(a2, a3, 0xEE)));
+            const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(p0, p1), _mm512_add_epi32(p2, p3));
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
+        }
     }
-    accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
-    accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
-    return _mm512_reduce_add_ps(acc) + _mm_cvtss_f32(accm);
+    for (int c = 0; c < nc; c++) {
+        __m128 m = _mm_add_ps(accm[c], _mm_movehl_ps(accm[c], accm[c]));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]) + _mm_cvtss_f32(m);
+    }
 }
 
-/* Q6_K: per 128-element half, the 64 ql bytes with the matching 2-bit pairs of qh give
- * elements 0..63 (low nibbles) and 64..127 (high nibbles) of the half, in order. */
-AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *a)
+AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *a)
 {
-    const block_q6_K *x = w;
-    const block_q8_K *y = a;
+    float r;
+    q4k_dotn_avx512(n, w, a, 0, 1, &r, 0);
+    return r;
+}
+
+/* Q6_K, nc columns at once (as above). Per 128-element half, the 64 ql bytes with the matching
+ * 2-bit pairs of qh give elements 0..63 (low nibbles) and 64..127 (high nibbles), in order. */
+AVX512 static Q_ALWAYS_INLINE void q6k_dotn_avx512(int64_t n, const block_q6_K *x, const uint8_t *a,
+                                                   size_t as, const int nc, float *out, size_t ldo)
+{
     const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3);
     const __m512i i0 = _mm512_loadu_si512(q6k_idx512[0]), i1 = _mm512_loadu_si512(q6k_idx512[1]);
     const __m512i i2 = _mm512_loadu_si512(q6k_idx512[2]), i3 = _mm512_loadu_si512(q6k_idx512[3]);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[4];
+    for (int c = 0; c < nc; c++)
+        acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const float d = y[i].d * h2f(x[i].d);
+        const float xd = h2f(x[i].d);
         const __m256i sc256 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
         const __m512i sc = _mm512_castsi256_si512(sc256);
-        const __m256i corr = _mm256_slli_epi32(
-            _mm256_madd_epi16(sc256, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
-        __m512i sumi = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), corr));
-        sumi = _mm512_zextsi256_si512(_mm512_castsi512_si256(sumi));
-#pragma GCC unroll 2
+        __m512i q[4];
         for (int h = 0; h < 2; h++) {
             const __m512i b = _mm512_loadu_si512(x[i].ql + 64 * h);
             const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
             const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-            const __m512i q01 = _mm512_or_si512(_mm512_and_si512(b, m4),
-                                                _mm512_slli_epi16(_mm512_and_si512(hh, m2), 4));
-            const __m512i q23 = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(b, 4), m4),
-                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hh, 4), m2), 4));
-            __m512i p01 = _mm512_maddubs_epi16(q01, _mm512_loadu_si512(y[i].qs + 128 * h));
-            __m512i p23 = _mm512_maddubs_epi16(q23, _mm512_loadu_si512(y[i].qs + 128 * h + 64));
-            p01 = _mm512_madd_epi16(_mm512_permutexvar_epi16(h ? i2 : i0, sc), p01);
-            p23 = _mm512_madd_epi16(_mm512_permutexvar_epi16(h ? i3 : i1, sc), p23);
-            sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(p01, p23));
+            q[2 * h] = _mm512_or_si512(_mm512_and_si512(b, m4), _mm512_slli_epi16(_mm512_and_si512(hh, m2), 4));
+            q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), m4),
+                                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hh, 4), m2), 4));
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        const __m512i s0 = _mm512_permutexvar_epi16(i0, sc), s1 = _mm512_permutexvar_epi16(i1, sc);
+        const __m512i s2 = _mm512_permutexvar_epi16(i2, sc), s3 = _mm512_permutexvar_epi16(i3, sc);
+        for (int c = 0; c < nc; c++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)c * as) + i;
+            /* levels are q + 32: subtract 32 * sum_g sc_g * bsums_g */
+            const __m256i corr = _mm256_slli_epi32(
+                _mm256_madd_epi16(sc256, _mm256_loadu_si256((const __m256i *)y->bsums)), 5);
+            __m512i sumi = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), corr));
+            const __m512i p0 = _mm512_madd_epi16(s0, _mm512_maddubs_epi16(q[0], _mm512_loadu_si512(y->qs)));
+            const __m512i p1 = _mm512_madd_epi16(s1, _mm512_maddubs_epi16(q[1], _mm512_loadu_si512(y->qs + 64)));
+            const __m512i p2 = _mm512_madd_epi16(s2, _mm512_maddubs_epi16(q[2], _mm512_loadu_si512(y->qs + 128)));
+            const __m512i p3 = _mm512_madd_epi16(s3, _mm512_maddubs_epi16(q[3], _mm512_loadu_si512(y->qs + 192)));
+            sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(_mm512_add_epi32(p0, p1), _mm512_add_epi32(p2, p3)));
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(y->d * xd), _mm512_cvtepi32_ps(sumi), acc[c]);
+        }
     }
-    return _mm512_reduce_add_ps(acc);
+    for (int c = 0; c < nc; c++)
+        out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]);
 }
+
+AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *a)
+{
+    float r;
+    q6k_dotn_avx512(n, w, a, 0, 1, &r, 0);
+    return r;
+}
+
+/* Tiles: each weight row against the columns in groups of 4 (constant counts, so the column
+ * loops unroll). */
+#define DEFINE_TILE(name, dotn, wtype)                                                             \
+    AVX512 static void name(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
+                            int nc, float *y, size_t ldy)                                          \
+    {                                                                                              \
+        for (int r = 0; r < nr; r++) {                                                             \
+            const wtype *wr = (const wtype *)((const uint8_t *)w + (size_t)r * ws);                 \
+            int c = 0;                                                                             \
+            for (; c + 4 <= nc; c += 4)                                                            \
+                dotn(n, wr, (const uint8_t *)a + (size_t)c * as, as, 4, y + (size_t)c * ldy + r, ldy); \
+            const uint8_t *ac = (const uint8_t *)a + (size_t)c * as;                               \
+            float *yc = y + (size_t)c * ldy + r;                                                   \
+            switch (nc - c) {                                                                      \
+            case 3: dotn(n, wr, ac, as, 3, yc, ldy); break;                                        \
+            case 2: dotn(n, wr, ac, as, 2, yc, ldy); break;                                        \
+            case 1: dotn(n, wr, ac, as, 1, yc, ldy); break;                                        \
+            default: break;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }
+DEFINE_TILE(tile_q4_k_avx512, q4k_dotn_avx512, block_q4_K)
+DEFINE_TILE(tile_q6_k_avx512, q6k_dotn_avx512, block_q6_K)
 
 /* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
 static bool has_f16c(void)
@@ -577,6 +631,8 @@ void qk_x86_init(struct qkernels *k)
         return;
     k[GGML_TYPE_Q4_K].dot = dot_q4_k_avx512;
     k[GGML_TYPE_Q6_K].dot = dot_q6_k_avx512;
+    k[GGML_TYPE_Q4_K].tile = tile_q4_k_avx512;
+    k[GGML_TYPE_Q6_K].tile = tile_q6_k_avx512;
 }
 
 #else
