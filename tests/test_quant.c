@@ -301,6 +301,20 @@ TEST(vec_dot_vs_float64)
                    e1, e2);
             worst = fmax(worst, fmax(e1, e2));
         }
+    /* odd block counts (tails of the paired-block kernels) */
+    for (size_t k = 0; k < N_WTYPES; k++) {
+        uint32_t t = weight_types[k], at = qtype_get(t)->vec_dot_type;
+        if (qtype_get(t)->block != 32)
+            continue;
+        const int64_t m = 96;
+        rand_row(t, w, m, &s);
+        rand_floats(x, m, &s);
+        REQUIRE(quant_act_row(at, x, act, m, &err) == BRASA_OK);
+        double as, ref = ref_dot(t, w, act, m, &as);
+        double e = fabs(quant_vec_dot(t, m, w, act) - ref) / fmax(fabs(ref), 1e-3 * as);
+        CHECKF(e <= 1e-3, "%s, 3 blocks: rel err %.3g", qtype_get(t)->name, e);
+        worst = fmax(worst, e);
+    }
     fprintf(stderr, "  worst vec_dot relative error %.3g\n", worst);
     free(w);
     free(act);

@@ -572,6 +572,124 @@ AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *a)
     return r;
 }
 
+/* Q5_K, nc columns at once: as Q4_K, plus the fifth bit of sub-block j from bit j of qh. */
+AVX512 static Q_ALWAYS_INLINE void q5k_dotn_avx512(int64_t n, const block_q5_K *x, const uint8_t *a,
+                                                   size_t as, const int nc, float *out, size_t ldo)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF), one = _mm512_set1_epi8(1);
+    const __m512i i0 = _mm512_loadu_si512(q4k_idx512[0]), i1 = _mm512_loadu_si512(q4k_idx512[1]);
+    const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
+    __m512 acc[4];
+    __m128 accm[4];
+    for (int c = 0; c < nc; c++) {
+        acc[c] = _mm512_setzero_ps();
+        accm[c] = _mm_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float xd = h2f(x[i].d), xdmin = h2f(x[i].dmin);
+        uint32_t u[4];
+        kq_unpack(x[i].scales, u);
+        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0])));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+        const __m512i w0 = _mm512_loadu_si512(x[i].qs), w1 = _mm512_loadu_si512(x[i].qs + 64);
+        const __m512i l0 = _mm512_or_si512(_mm512_and_si512(w0, m4),
+                                           _mm512_slli_epi16(_mm512_and_si512(hb, one), 4));
+        const __m512i h0 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(w0, 4), m4),
+                                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 1), one), 4));
+        const __m512i l1 = _mm512_or_si512(_mm512_and_si512(w1, m4),
+                                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), one), 4));
+        const __m512i h1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(w1, 4), m4),
+                                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 5), one), 4));
+        const __m512i s0 = _mm512_permutexvar_epi16(i0, sc), s1 = _mm512_permutexvar_epi16(i1, sc);
+        const __m512i s2 = _mm512_permutexvar_epi16(i2, sc), s3 = _mm512_permutexvar_epi16(i3, sc);
+        for (int c = 0; c < nc; c++) {
+            const block_q8_K *y = (const block_q8_K *)(a + (size_t)c * as) + i;
+            const float d = y->d * xd, dmin = -y->d * xdmin;
+            accm[c] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(kq_mins_dot(u, y->bsums)), accm[c]);
+            const __m512i a0 = _mm512_loadu_si512(y->qs), a1 = _mm512_loadu_si512(y->qs + 64);
+            const __m512i a2 = _mm512_loadu_si512(y->qs + 128), a3 = _mm512_loadu_si512(y->qs + 192);
+            const __m512i p0 = _mm512_madd_epi16(s0, _mm512_maddubs_epi16(l0, _mm512_shuffle_i64x2(a0, a1, 0x44)));
+            const __m512i p1 = _mm512_madd_epi16(s1, _mm512_maddubs_epi16(h0, _mm512_shuffle_i64x2(a0, a1, 0xEE)));
+            const __m512i p2 = _mm512_madd_epi16(s2, _mm512_maddubs_epi16(l1, _mm512_shuffle_i64x2(a2, a3, 0x44)));
+            const __m512i p3 = _mm512_madd_epi16(s3, _mm512_maddubs_epi16(h1, _mm512_shuffle_i64x2(a2, a3, 0xEE)));
+            const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(p0, p1), _mm512_add_epi32(p2, p3));
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) {
+        __m128 m = _mm_add_ps(accm[c], _mm_movehl_ps(accm[c], accm[c]));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]) + _mm_cvtss_f32(m);
+    }
+}
+
+AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *a)
+{
+    float r;
+    q5k_dotn_avx512(n, w, a, 0, 1, &r, 0);
+    return r;
+}
+
+/* Q8_0 (and Q4_0 through the same core), nc columns at once, two 32-blocks per 512-bit vector:
+ * |w| times the activation with w's sign (exact in 8 bits x 8 bits), pairs summed. */
+AVX512 static inline __m512i two_blocks(const int8_t *p0, const int8_t *p1)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
+                              _mm256_loadu_si256((const __m256i *)p1), 1);
+}
+
+AVX512 static inline __m512 two_scales(uint16_t h0, uint16_t h1)
+{
+    return _mm512_insertf32x8(_mm512_set1_ps(h2f(h0)), _mm256_set1_ps(h2f(h1)), 1);
+}
+
+AVX512 static Q_ALWAYS_INLINE void q8_0_core(__m512i wv, __m512 dw, const block_q8_0 *y0,
+                                             const block_q8_0 *y1, __m512 *acc)
+{
+    const __m512i aw = _mm512_abs_epi8(wv);
+    const __mmask64 neg = _mm512_movepi8_mask(wv);
+    const __m512i yv = two_blocks(y0->qs, y1->qs);
+    const __m512i sy = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+    const __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(aw, sy), _mm512_set1_epi16(1));
+    *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, two_scales(y0->d, y1->d)), _mm512_cvtepi32_ps(p), *acc);
+}
+
+AVX512 static Q_ALWAYS_INLINE void q8_0_dotn_avx512(int64_t n, const block_q8_0 *x, const uint8_t *a,
+                                                    size_t as, const int nc, float *out, size_t ldo)
+{
+    const int64_t nb = n / QK8_0;
+    __m512 acc[4];
+    for (int c = 0; c < nc; c++)
+        acc[c] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i wv = two_blocks(x[i].qs, x[i + 1].qs);
+        const __m512 dw = two_scales(x[i].d, x[i + 1].d);
+        for (int c = 0; c < nc; c++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
+            q8_0_core(wv, dw, y, y + 1, &acc[c]);
+        }
+    }
+    if (i < nb) { /* odd block count: the last block against itself, upper half masked off */
+        const __m512i wv = _mm512_maskz_mov_epi8(0xffffffffull, two_blocks(x[i].qs, x[i].qs));
+        const __m512 dw = two_scales(x[i].d, 0);
+        for (int c = 0; c < nc; c++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
+            q8_0_core(wv, dw, y, y, &acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++)
+        out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]);
+}
+
+AVX512 static float dot_q8_0_avx512(int64_t n, const void *w, const void *a)
+{
+    float r;
+    q8_0_dotn_avx512(n, w, a, 0, 1, &r, 0);
+    return r;
+}
+
 /* Tiles: each weight row against the columns in groups of 4 (constant counts, so the column
  * loops unroll). */
 #define DEFINE_TILE(name, dotn, wtype)                                                             \
@@ -595,6 +713,8 @@ AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *a)
     }
 DEFINE_TILE(tile_q4_k_avx512, q4k_dotn_avx512, block_q4_K)
 DEFINE_TILE(tile_q6_k_avx512, q6k_dotn_avx512, block_q6_K)
+DEFINE_TILE(tile_q5_k_avx512, q5k_dotn_avx512, block_q5_K)
+DEFINE_TILE(tile_q8_0_avx512, q8_0_dotn_avx512, block_q8_0)
 
 /* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
 static bool has_f16c(void)
@@ -633,6 +753,10 @@ void qk_x86_init(struct qkernels *k)
     k[GGML_TYPE_Q6_K].dot = dot_q6_k_avx512;
     k[GGML_TYPE_Q4_K].tile = tile_q4_k_avx512;
     k[GGML_TYPE_Q6_K].tile = tile_q6_k_avx512;
+    k[GGML_TYPE_Q5_K].dot = dot_q5_k_avx512;
+    k[GGML_TYPE_Q5_K].tile = tile_q5_k_avx512;
+    k[GGML_TYPE_Q8_0].dot = dot_q8_0_avx512;
+    k[GGML_TYPE_Q8_0].tile = tile_q8_0_avx512;
 }
 
 #else
