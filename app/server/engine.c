@@ -435,8 +435,13 @@ static int gen_cb(void *ud, int32_t id, const char *piece, size_t n)
         struct timespec ts = {s->cfg.token_delay_ms / 1000, (s->cfg.token_delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
-    if (s->tok && tok_is_eog(s->tok, id))
+    /* An end-of-generation token ends the text; with ignore_eos it is one more generated token
+     * (counted, its control text not shown). */
+    if (s->tok && tok_is_eog(s->tok, id)) {
+        if (g->j->ignore_eos)
+            g->n_gen++;
         return 0;
+    }
     g->n_gen++;
     if (g->len + n + 1 > g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 1024;
