@@ -161,55 +161,88 @@ static brasa_status encode_word(const struct tokenizer *t, struct work *w, const
 }
 
 /* Words repeat a lot in real text: a word seen earlier in this call copies the ids it got then
- * (the merge result depends on the word alone). Per call, so tok_encode stays thread-safe. */
+ * (the merge result depends on the word alone). The cache lives for one tok_encode call, so
+ * tok_encode stays thread-safe; the words it points into are kept until the call ends. */
 struct seen {
     size_t start; /* first id in out */
     size_t n;
 };
 
-brasa_status bpe_encode(const struct tokenizer *t, const char *text, size_t len, struct ivec *out,
-                        struct brasa_err *err)
+struct bpe_ctx {
+    struct work w;
+    struct strmap cache;
+    struct seen *seen;
+    bool use_cache;
+    struct pretok_out *words; /* one per fragment, kept while the cache points into them */
+    size_t n_words, cap_words;
+};
+
+struct bpe_ctx *bpe_ctx_new(size_t text_len)
 {
-    struct pretok_out words = {0};
-    brasa_status st = pretok_split(t, text, len, &words, err);
+    struct bpe_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    /* words average several bytes: len/3 distinct words is a generous bound (caching stops there) */
+    uint32_t max = (uint32_t)(text_len / 3 < (1u << 26) ? text_len / 3 : (1u << 26));
+    if (max >= 64 && strmap_init(&c->cache, max, NULL) == BRASA_OK) {
+        c->seen = malloc(max * sizeof *c->seen);
+        c->use_cache = c->seen != NULL;
+    }
+    return c;
+}
+
+void bpe_ctx_free(struct bpe_ctx *c)
+{
+    if (!c)
+        return;
+    strmap_free(&c->cache);
+    free(c->seen);
+    free(c->w.s);
+    free(c->w.h.v);
+    free(c->w.key);
+    for (size_t i = 0; i < c->n_words; i++)
+        pretok_out_free(&c->words[i]);
+    free(c->words);
+    free(c);
+}
+
+brasa_status bpe_encode(const struct tokenizer *t, struct bpe_ctx *c, const char *text, size_t len,
+                        struct ivec *out, struct brasa_err *err)
+{
+    if (c->n_words == c->cap_words) {
+        size_t cap = c->cap_words ? c->cap_words * 2 : 8;
+        struct pretok_out *nw = realloc(c->words, cap * sizeof *nw);
+        if (!nw)
+            return brasa_fail(err, BRASA_ENOMEM, "out of memory while tokenizing");
+        c->words = nw;
+        c->cap_words = cap;
+    }
+    struct pretok_out *words = &c->words[c->n_words++];
+    memset(words, 0, sizeof *words);
+    brasa_status st = pretok_split(t, text, len, words, err);
     if (st)
         return st;
-    struct work w = {0};
-    struct strmap cache = {0};
-    struct seen *seen = NULL;
-    bool use_cache = words.n > 64;
-    if (use_cache && (strmap_init(&cache, (uint32_t)(words.n < (1u << 28) ? words.n : (1u << 28)), NULL) ||
-                      !(seen = malloc(words.n * sizeof *seen)))) {
-        strmap_free(&cache);
-        use_cache = false;
-    }
     size_t start = 0;
-    for (size_t i = 0; i < words.n && !st; i++) {
-        const char *wd = words.buf + start;
-        size_t wl = words.ends[i] - start;
-        start = words.ends[i];
-        if (use_cache && cache.n < (cache.cap >> 1)) {
-            int32_t e = strmap_get(&cache, wd, wl);
+    for (size_t i = 0; i < words->n && !st; i++) {
+        const char *wd = words->buf + start;
+        size_t wl = words->ends[i] - start;
+        start = words->ends[i];
+        if (c->use_cache && c->cache.n < c->cache.max) {
+            int32_t e = strmap_get(&c->cache, wd, wl);
             if (e >= 0) {
-                for (size_t k = 0; k < seen[e].n && !st; k++)
-                    st = ivec_push(out, out->v[seen[e].start + k]);
+                for (size_t k = 0; k < c->seen[e].n && !st; k++)
+                    st = ivec_push(out, out->v[c->seen[e].start + k]);
                 continue;
             }
             size_t before = out->n;
-            st = encode_word(t, &w, wd, wl, out);
-            seen[cache.n] = (struct seen){before, out->n - before};
-            strmap_put(&cache, wd, (uint32_t)wl, (int32_t)cache.n);
+            st = encode_word(t, &c->w, wd, wl, out);
+            c->seen[c->cache.n] = (struct seen){before, out->n - before};
+            strmap_put(&c->cache, wd, (uint32_t)wl, (int32_t)c->cache.n);
             continue;
         }
-        st = encode_word(t, &w, wd, wl, out);
+        st = encode_word(t, &c->w, wd, wl, out);
     }
     if (st)
         st = brasa_fail(err, BRASA_ENOMEM, "out of memory while tokenizing");
-    strmap_free(&cache);
-    free(seen);
-    free(w.s);
-    free(w.h.v);
-    free(w.key);
-    pretok_out_free(&words);
     return st;
 }

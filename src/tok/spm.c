@@ -166,7 +166,7 @@ static bool merge_chunk(const struct tokenizer *t, struct sym *s, int n, struct 
 {
     const char *text = s[0].text;
     size_t len = (size_t)(s[n - 1].text + s[n - 1].n - text);
-    if (!c->on || c->map.n >= (c->map.cap >> 1) || n < 2)
+    if (!c->on || c->map.n >= c->map.max || n < 2)
         return merge_range(t, s, 0, n, h, out);
     int32_t e = strmap_get(&c->map, text, len);
     if (e >= 0) {

@@ -24,6 +24,7 @@ brasa_status strmap_init(struct strmap *m, uint32_t n_max, struct brasa_err *err
         cap <<= 1;
     }
     m->cap = cap;
+    m->max = n_max;
     m->slot = malloc(sizeof(int32_t) * cap);
     m->key = malloc(sizeof(char *) * (n_max ? n_max : 1));
     m->klen = malloc(sizeof(uint32_t) * (n_max ? n_max : 1));
@@ -55,6 +56,8 @@ int32_t strmap_put(struct strmap *m, const char *k, uint32_t klen, int32_t val)
         if (m->klen[e] == klen && memcmp(m->key[e], k, klen) == 0)
             return e;
     }
+    if (m->n >= m->max)
+        return -2;
     int32_t e = (int32_t)m->n++;
     m->key[e] = k;
     m->klen[e] = klen;

@@ -684,7 +684,10 @@ brasa_status tok_encode(const struct tokenizer *t, const char *text, size_t len,
     bool add_special = flags & TOK_ADD_SPECIAL;
     struct frags fr = {0};
     struct ivec out = {0};
+    struct bpe_ctx *bc = NULL;
     brasa_status st = partition(t, text, len, flags & TOK_PARSE_SPECIAL, &fr);
+    if (!st && t->type == TOKT_BPE && !(bc = bpe_ctx_new(len)))
+        st = BRASA_ENOMEM;
     if (st) {
         st = brasa_fail(err, BRASA_ENOMEM, "out of memory while tokenizing");
         goto done;
@@ -704,7 +707,7 @@ brasa_status tok_encode(const struct tokenizer *t, const char *text, size_t len,
         if (t->type == TOKT_SPM)
             st = encode_spm_frag(t, s, n, t->add_space_prefix && prev_special, &out, err);
         else if (t->type == TOKT_BPE)
-            st = bpe_encode(t, s, n, &out, err);
+            st = bpe_encode(t, bc, s, n, &out, err);
         else
             st = wpm_encode(t, s, n, &out, err);
         prev_special = false;
@@ -724,6 +727,7 @@ brasa_status tok_encode(const struct tokenizer *t, const char *text, size_t len,
 oom:
     st = brasa_fail(err, BRASA_ENOMEM, "out of memory while tokenizing");
 done:
+    bpe_ctx_free(bc);
     free(out.v);
     free(fr.v);
     return st;

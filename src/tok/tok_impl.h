@@ -36,7 +36,7 @@ enum pretok_id {
 /* Open-addressing hash map from byte strings to int32 values. Keys are not copied. */
 struct strmap {
     uint32_t cap;        /* power of two */
-    uint32_t n;
+    uint32_t n, max;     /* keys stored, keys allowed */
     int32_t *slot;       /* [cap] entry index or -1 */
     const char **key;    /* [n] */
     uint32_t *klen;      /* [n] */
@@ -44,7 +44,7 @@ struct strmap {
 };
 brasa_status strmap_init(struct strmap *m, uint32_t n_max, struct brasa_err *err);
 void strmap_free(struct strmap *m);
-/* Inserts if absent; returns the existing value's index or -1 when inserted. */
+/* Inserts if absent; returns the existing entry's index, -1 when inserted, -2 when full. */
 int32_t strmap_put(struct strmap *m, const char *k, uint32_t klen, int32_t val);
 int32_t strmap_get(const struct strmap *m, const char *k, size_t klen); /* -1 if absent */
 
@@ -88,8 +88,12 @@ static inline int32_t tok_find(const struct tokenizer *t, const char *s, size_t 
 
 brasa_status spm_encode(const struct tokenizer *t, const char *text, size_t len, struct ivec *out,
                         struct brasa_err *err);
-brasa_status bpe_encode(const struct tokenizer *t, const char *text, size_t len, struct ivec *out,
-                        struct brasa_err *err);
+/* Byte-level BPE state kept across the fragments of one tok_encode call. */
+struct bpe_ctx;
+struct bpe_ctx *bpe_ctx_new(size_t text_len);
+void bpe_ctx_free(struct bpe_ctx *c);
+brasa_status bpe_encode(const struct tokenizer *t, struct bpe_ctx *c, const char *text, size_t len,
+                        struct ivec *out, struct brasa_err *err);
 brasa_status wpm_encode(const struct tokenizer *t, const char *text, size_t len, struct ivec *out,
                         struct brasa_err *err);
 
