@@ -32,6 +32,7 @@ test('dashboard: chat, plots, language, model switch', { timeout: 120000 }, asyn
     page.on('request', (r) => { if (!r.url().startsWith(srv.url) && !r.url().startsWith('data:')) outside.push(r.url()); });
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); }); // CSP violations too
     await page.goto(srv.url + '/');
     await page.click('#lang-en');
     await until(async () => (await page.getAttribute('#model-state', 'data-state')) === 'ready');
