@@ -225,6 +225,36 @@ int main(int argc, char **argv)
         free(x);
         free(y);
     }
+    /* Prompt batches: n_cols activation columns per pass over the weights. */
+    const int64_t rows = 4096, k = 4096, nc = 64;
+    printf("\nbatched product (prompt processing): %lldx%lld weights, n_cols = %lld, all threads\n",
+           (long long)rows, (long long)k, (long long)nc);
+    printf("%-6s %10s %10s\n", "type", "ms", "GFLOP/s");
+    float *X = malloc((size_t)(k * nc) * 4), *Y = malloc((size_t)(rows * nc) * 4);
+    for (int64_t i = 0; i < k * nc; i++)
+        X[i] = rndf();
+    for (int ti = 0; ti < n_types; ti++) {
+        uint32_t t = types[ti];
+        size_t wbytes = qtype_row_bytes(t, k) * (size_t)rows;
+        uint8_t *W = malloc(wbytes);
+        fill_weights(t, W, wbytes);
+        void *scratch = malloc(quant_matmul_scratch_bytes(t, k, nc) + 64);
+        quant_matmul(pn, t, W, rows, k, X, nc, Y, scratch);
+        double t0 = plat_now(), dt;
+        long iters = 0;
+        do {
+            quant_matmul(pn, t, W, rows, k, X, nc, Y, scratch);
+            iters++;
+            dt = plat_now() - t0;
+        } while (dt < secs || iters < 2);
+        printf("%-6s %10.2f %10.1f\n", qtype_get(t)->name, dt / iters * 1e3,
+               2.0 * rows * k * nc * iters / dt / 1e9);
+        fflush(stdout);
+        free(W);
+        free(scratch);
+    }
+    free(X);
+    free(Y);
     pool_free(p1);
     pool_free(pn);
     return 0;
