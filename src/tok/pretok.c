@@ -11,6 +11,7 @@
  *    for patterns without \p{..}, on the code points with non-ASCII White_Space replaced
  *    by \v. The matchers below see the same values (struct ctx.xc / .xw), so \s, \p{L} and
  *    friends mean exactly what they meant there (e.g. \s is ASCII \t\n\v\f\r and space). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,13 +59,31 @@ static inline bool c_digit(uint32_t x) { return x >= '0' && x <= '9'; }
 static inline bool x_l(uint32_t x) { return x == XC_L || c_alpha(x); }
 static inline bool x_n(uint32_t x) { return x == XC_N || c_digit(x); }
 static inline bool x_m(uint32_t x) { return x == XC_M; }
-static inline bool x_p(uint32_t x)
+/* bit sets over ASCII: 1 << (c & 63) in word c >> 6 */
+struct ascii_set {
+    uint64_t w[2];
+};
+static bool in_set(const struct ascii_set *s, uint32_t x)
 {
-    if (x == XC_P)
-        return true;
-    /* ASCII punctuation as the reference's collapsed \p{P} lists it */
-    return x > ' ' && x < 128 && strchr("!\"#%&'()*,-./:;?@[\\]_{}", (int)x);
+    return x < 128 && ((s->w[x >> 6] >> (x & 63)) & 1);
 }
+static struct ascii_set make_set(const char *chars)
+{
+    struct ascii_set s = {{0, 0}};
+    for (; *chars; chars++)
+        s.w[(unsigned char)*chars >> 6] |= 1ull << ((unsigned char)*chars & 63);
+    return s;
+}
+/* ASCII punctuation as the reference's collapsed \p{P} lists it, and the extra characters of
+ * the default and Falcon punctuation patterns */
+static struct ascii_set set_p, set_dflt, set_falcon;
+static void init_sets(void)
+{
+    set_p = make_set("!\"#%&'()*,-./:;?@[\\]_{}");
+    set_dflt = make_set("!\"#%&'()*,-./:;?@[\\]_{}$+<=>^~|");
+    set_falcon = make_set("!\"#%&'()*,-./:;?@[\\]_{}$+<=>^~|`");
+}
+static inline bool x_p(uint32_t x) { return x == XC_P || in_set(&set_p, x); }
 static inline bool x_rn(uint32_t x) { return x == '\r' || x == '\n'; }
 
 /* ---- matchers: length of the match at p (0: none); [p, e) is the piece being searched ---- */
@@ -162,8 +181,8 @@ static size_t m_space_not_before_text(const uint32_t *x, size_t p, size_t e)
 static size_t m_spaces(const uint32_t *x, size_t p, size_t e) { return run(x, p, e, c_s); }
 
 /* [\p{P}\$\+<=>\^~\|]+ and the same with a backtick */
-static bool dflt_punct(uint32_t x) { return x_p(x) || (x > 0 && x < 128 && strchr("$+<=>^~|", (int)x)); }
-static bool falcon_punct(uint32_t x) { return x_p(x) || (x > 0 && x < 128 && strchr("$+<=>^~|`", (int)x)); }
+static bool dflt_punct(uint32_t x) { return x == XC_P || in_set(&set_dflt, x); }
+static bool falcon_punct(uint32_t x) { return x == XC_P || in_set(&set_falcon, x); }
 static size_t m_dflt_punct(const uint32_t *x, size_t p, size_t e) { return run(x, p, e, dflt_punct); }
 static size_t m_falcon_punct(const uint32_t *x, size_t p, size_t e) { return run(x, p, e, falcon_punct); }
 
@@ -536,6 +555,8 @@ brasa_status pretok_split(const struct tokenizer *t, const char *text, size_t le
     struct ctx c = {0};
     struct segs a = {0}, b = {0};
     bool ok = true;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_sets);
     o->len = o->n = 0;
     if (!len)
         return BRASA_OK;
