@@ -57,6 +57,22 @@ static enum chat_template_id from_content(const char *t, const char *arch)
     return CHAT_TMPL_NONE;
 }
 
+/* Llama 3 files without a template still carry its header tokens */
+static bool has_token(const struct gguf_file *f, const char *text)
+{
+    const void *data;
+    uint64_t n;
+    if (!gguf_find_kv(f, "tokenizer.ggml.tokens") ||
+        gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_T_STRING, &data, &n, NULL) != BRASA_OK)
+        return false;
+    const struct gguf_str *s = data;
+    size_t l = strlen(text);
+    for (uint64_t i = 0; i < n; i++)
+        if (s[i].len == l && memcmp(s[i].ptr, text, l) == 0)
+            return true;
+    return false;
+}
+
 brasa_status chat_template_pick(const struct gguf_file *f, const char *override_name, enum chat_template_id *out,
                                 const char **note, struct brasa_err *err)
 {
@@ -77,6 +93,8 @@ brasa_status chat_template_pick(const struct gguf_file *f, const char *override_
     enum chat_template_id id = tmpl ? from_content(tmpl, arch) : CHAT_TMPL_NONE;
     if (id == CHAT_TMPL_NONE) {
         id = from_arch(arch);
+        if (id == CHAT_TMPL_LLAMA2 && has_token(f, "<|start_header_id|>"))
+            id = CHAT_TMPL_LLAMA3;
         if (id == CHAT_TMPL_NONE) {
             id = CHAT_TMPL_CHATML;
             *note = tmpl ? "tokenizer.chat_template not recognised and no template known for this architecture: "
