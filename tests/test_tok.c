@@ -669,8 +669,11 @@ static bool write_meta(const char *path, const char *arch, const char *tmpl)
     struct brasa_err err;
     if (gguf_writer_new(&w, &err))
         return false;
+    static const char *const llama3_tokens[] = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>"};
     bool ok = gguf_writer_set_str(w, "general.architecture", arch, &err) == BRASA_OK &&
               (!tmpl || gguf_writer_set_str(w, "tokenizer.chat_template", tmpl, &err) == BRASA_OK) &&
+              (strcmp(arch, "llama") || tmpl ||
+               gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", llama3_tokens, 3, &err) == BRASA_OK) &&
               gguf_writer_write(w, path, &err) == BRASA_OK;
     gguf_writer_free(w);
     return ok;
@@ -712,6 +715,7 @@ TEST(chat_template_pick)
     check_pick("qwen3", NULL, NULL, CHAT_TMPL_QWEN3, NULL);
     check_pick("granite", NULL, NULL, CHAT_TMPL_GRANITE, NULL);
     check_pick("qwen35", NULL, NULL, CHAT_TMPL_QWEN35, NULL);
+    check_pick("llama", NULL, NULL, CHAT_TMPL_LLAMA3, NULL); /* Llama 3 header tokens in the vocabulary */
     /* unrecognised: reported, with the fallback named */
     check_pick("llama", "{{ '<|user|>' + m }}", NULL, CHAT_TMPL_LLAMA2, "llama2");
     check_pick("phi3", "{{ '<|user|>' + m }}", NULL, CHAT_TMPL_CHATML, "chatml");
