@@ -507,6 +507,8 @@ struct pb {
     int *normsrc;    /* MATMUL: the RMS_NORM folded into its activation conversion, or -1 */
     int *resadd;     /* MATMUL: the ADD folded into its epilogue, or -1 */
     int *ropekv;     /* ROPE: the KV_STORE folded into it, or -1 */
+    int *ropeqk;     /* ROPE (q): the ROPE (k) done in its launch, or -1 */
+    int *ropev;      /* ROPE (q): the V KV_STORE done in its launch, or -1 */
     int *mnext;      /* MATMUL: the next MATMUL of its launch (same input: q, k, v), or -1 */
     int *glu;        /* MATMUL (gate): the SWIGLU its launch writes (with the up MATMUL), or -1 */
     bool *skip;
@@ -753,27 +755,47 @@ static brasa_status plan_node(struct pb *b, int i)
         }
         break;
     case GOP_ROPE: {
+        /* this rope (+ its cache write), and with ropeqk: the next rope (k) and its cache
+         * write, and the V cache write */
         int n_rot = n->p.i[1];
         float theta_scale = powf(n->p.f[0], -2.0f / (float)n_rot);
-        CUdeviceptr cache = 0;
-        int f16 = 0;
+        CUdeviceptr qc = 0, xk = 0, yk = 0, kc = 0, xv = 0, vc = 0;
+        int f16 = 0, nek = 0, nev = 0;
         if (b->ropekv[i] >= 0) {
-            const struct graph_node *c = &gr->nodes[gr->nodes[b->ropekv[i]].in[1]];
-            if ((st = dev_of(b, gr->nodes[b->ropekv[i]].in[1], &cache)))
+            int cn = gr->nodes[b->ropekv[i]].in[1];
+            f16 = gr->nodes[cn].type == T_F16;
+            if ((st = dev_of(b, cn, &qc)))
                 return st;
-            f16 = c->type == T_F16;
         }
-        if ((l = L(b, K_ROPE, NULL, NULL, i, (unsigned)T, 1, 1, 128,
-                   (unsigned)(n_rot / 2 * 2 * sizeof(float))))) {
+        if (b->ropeqk[i] >= 0) {
+            int kr = b->ropeqk[i], kst = b->ropekv[kr], vst = b->ropev[i];
+            const struct graph_node *kn = &gr->nodes[kr], *vn = &gr->nodes[vst];
+            nek = (int)kn->ne[0];
+            nev = (int)gr->nodes[vn->in[0]].ne[0];
+            f16 = gr->nodes[gr->nodes[kst].in[1]].type == T_F16;
+            if ((st = dev_of(b, kn->in[0], &xk)) || (st = dev_of(b, kr, &yk)) ||
+                (st = dev_of(b, gr->nodes[kst].in[1], &kc)) || (st = dev_of(b, vn->in[0], &xv)) ||
+                (st = dev_of(b, vn->in[1], &vc)))
+                return st;
+        }
+        if ((l = L(b, K_ROPE, NULL, NULL, i, (unsigned)T, 1, 1, 256,
+                   (unsigned)(n_rot / 2 * 3 * sizeof(float))))) {
             ap(l, in[0]);
             ap(l, out);
-            ap(l, b->s->d_pos);
             ai(l, n->ne[0]);
+            ap(l, qc);
+            ap(l, xk);
+            ap(l, yk);
+            ai(l, nek);
+            ap(l, kc);
+            ap(l, xv);
+            ap(l, vc);
+            ai(l, nev);
+            ap(l, b->s->d_pos);
             ai(l, n->p.i[0]);
             ai(l, n_rot);
             ai(l, n->p.i[2]);
             af(l, theta_scale);
-            ap(l, cache);
             ai(l, f16);
         }
         break;
@@ -962,6 +984,20 @@ static void fuse(struct pb *b)
     for (int i = 0; i < g->n; i++) { /* second pass: launches that share an input */
         const struct graph_node *n = &g->nodes[i];
         bool keep = i == g->out || wants_dump(b->s->dump, n->name);
+        /* ROPE q, ROPE k (+ its cache write), KV_STORE v: one launch (no other op between) */
+        if (n->op == GOP_ROPE && b->ropekv[i] < 0 && !keep) {
+            int kr = next_op(g, i);
+            int kst = kr >= 0 ? next_op(g, kr) : -1, vst = kst >= 0 ? next_op(g, kst) : -1;
+            if (kr >= 0 && g->nodes[kr].op == GOP_ROPE && b->ropekv[kr] == kst && kst >= 0 &&
+                memcmp(&g->nodes[kr].p, &n->p, sizeof n->p) == 0 && vst >= 0 &&
+                g->nodes[vst].op == GOP_KV_STORE && g->nodes[vst].in[0] < i &&
+                g->nodes[g->nodes[vst].in[1]].type == g->nodes[g->nodes[kst].in[1]].type &&
+                !wants_dump(b->s->dump, g->nodes[kr].name)) {
+                b->ropeqk[i] = kr;
+                b->ropev[i] = vst;
+                b->skip[kr] = b->skip[vst] = true;
+            }
+        }
         /* MATMUL, MATMUL (same input, type and k; only leaves between) -> one launch; and
          * gate, up -> SWIGLU -> one launch writing the SWIGLU */
         if (n->op == GOP_MATMUL && !b->skip[i] && b->resadd[i] < 0 && !keep) {
@@ -1097,13 +1133,16 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     b.resadd = malloc((size_t)g->n * sizeof(int));
     b.ropekv = malloc((size_t)g->n * sizeof(int));
     b.mnext = malloc((size_t)g->n * sizeof(int));
+    b.ropeqk = malloc((size_t)g->n * sizeof(int));
+    b.ropev = malloc((size_t)g->n * sizeof(int));
     b.glu = malloc((size_t)g->n * sizeof(int));
     b.skip = calloc((size_t)g->n, sizeof(bool));
-    if (!b.nuse || !b.normsrc || !b.resadd || !b.ropekv || !b.skip || !b.mnext || !b.glu) {
+    if (!b.nuse || !b.normsrc || !b.resadd || !b.ropekv || !b.skip || !b.mnext || !b.glu ||
+        !b.ropeqk || !b.ropev) {
         st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
     } else {
         for (int i = 0; i < g->n; i++)
-            b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = -1;
+            b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = b.ropeqk[i] = b.ropev[i] = -1;
         fuse(&b);
         for (int i = 0; i < g->n && st == BRASA_OK; i++) {
             const struct graph_node *n = &g->nodes[i];
@@ -1117,6 +1156,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     free(b.resadd);
     free(b.ropekv);
     free(b.mnext);
+    free(b.ropeqk);
+    free(b.ropev);
     free(b.glu);
     free(b.skip);
     if (st == BRASA_OK)

@@ -69,29 +69,16 @@ extern "C" __global__ void view(const float *a, float *o, long long n, int off, 
     }
 }
 
-// Rotary embedding; angles by repeated multiplication as the CPU backend (and ggml) do.
-// grid (n_tok), block >= n_rot/2. If cache is set, the result is also written to cache rows
-// pos0+t (width ne0, F32 or F16 per kv_f16) — RoPE fused with the KV write.
-extern "C" __global__ void rope(const float *x, float *y, const int *pos, int ne0, int hd,
-                                int n_rot, int mode, float theta_scale, void *cache, int kv_f16)
+// Rotary embedding of one tensor row x -> y (width ne, heads of hd); cs = [n_rot/2][cos, sin].
+// If cache is set, the result is also written to cache row `row` (F32 or F16).
+__device__ __forceinline__ void rope_row(const float *x, float *y, int ne, int hd, int n_rot,
+                                         int mode, const float *cs, void *cache, long long row,
+                                         int kv_f16)
 {
-    extern __shared__ float cs[]; // [n_rot/2][2]
-    int t = blockIdx.x, half = n_rot / 2;
-    if (threadIdx.x == 0) {
-        float theta = (float)(pos[0] + t);
-        for (int i = 0; i < half; i++) {
-            cs[2 * i] = cosf(theta);
-            cs[2 * i + 1] = sinf(theta);
-            theta *= theta_scale;
-        }
-    }
-    __syncthreads();
-    int nh = ne0 / hd;
-    const float *xr = x + (long long)t * ne0;
-    float *yr = y + (long long)t * ne0;
-    for (int e = threadIdx.x; e < nh * hd; e += blockDim.x) {
-        int h = e / hd, i = e % hd;
-        const float *xh = xr + h * hd;
+    int half = n_rot / 2;
+    for (int e = threadIdx.x; e < ne; e += blockDim.x) {
+        int i = e % hd;
+        const float *xh = x + (e - i);
         float v;
         if (i >= n_rot) {
             v = xh[i];
@@ -104,15 +91,56 @@ extern "C" __global__ void rope(const float *x, float *y, const int *pos, int ne
             float c = cs[2 * p], s = cs[2 * p + 1];
             v = (i & 1) ? xh[i - 1] * s + xh[i] * c : xh[i] * c - xh[i + 1] * s;
         }
-        yr[e] = v;
+        y[e] = v;
         if (cache) {
-            long long ci = (long long)(pos[0] + t) * ne0 + e;
             if (kv_f16)
-                ((u16 *)cache)[ci] = f2h(v);
+                ((u16 *)cache)[row * ne + e] = f2h(v);
             else
-                ((float *)cache)[ci] = v;
+                ((float *)cache)[row * ne + e] = v;
         }
     }
+}
+
+// RoPE of q and (optionally) k with the K-cache write, and (optionally) the V-cache write, for
+// token blockIdx.x at position pos[0] + t: RoPE fused with the KV write, one launch per layer.
+// Angles as the CPU backend (and ggml) make them: theta_i = pos * ts^i by repeated float
+// multiplication (one thread, cheap), then sin/cos of every angle in parallel.
+// dynamic shared: n_rot/2 * 3 floats. block 256.
+extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcache,
+                                const float *xk, float *yk, int nek, void *kcache,
+                                const float *xv, void *vcache, int nev, const int *pos, int hd,
+                                int n_rot, int mode, float theta_scale, int kv_f16)
+{
+    extern __shared__ float sm[];
+    int t = blockIdx.x, half = n_rot / 2;
+    float *cs = sm, *th = sm + 2 * half;
+    long long row = pos[0] + t;
+    if (threadIdx.x == 0) {
+        float theta = (float)row;
+        for (int i = 0; i < half; i++) {
+            th[i] = theta;
+            theta *= theta_scale;
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        cs[2 * i] = cosf(th[i]);
+        cs[2 * i + 1] = sinf(th[i]);
+    }
+    __syncthreads();
+    rope_row(xq + (long long)t * neq, yq + (long long)t * neq, neq, hd, n_rot, mode, cs, qcache,
+             row, kv_f16);
+    if (xk)
+        rope_row(xk + (long long)t * nek, yk + (long long)t * nek, nek, hd, n_rot, mode, cs,
+                 kcache, row, kv_f16);
+    if (xv)
+        for (int e = threadIdx.x; e < nev; e += blockDim.x) {
+            float v = xv[(long long)t * nev + e];
+            if (kv_f16)
+                ((u16 *)vcache)[row * nev + e] = f2h(v);
+            else
+                ((float *)vcache)[row * nev + e] = v;
+        }
 }
 
 // cache rows pos0 .. pos0+n_tok-1 = x; grid-stride over n_tok*w
