@@ -56,6 +56,7 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
   mkdir -p /tmp/synth
   for spec in "qwen2 1.5b q4_k_m" "qwen2 7b q4_k_m" "qwen2 7b q8_0" "qwen2 1.5b q8_0" "qwen2 1.5b f16"; do
     set -- $spec
+    [ $SECONDS -gt ${BUDGET_S:-420} ] && { note "skipped $spec (time)"; continue; }
     f=/tmp/synth/$1-$2-$3.gguf
     [ -f "$f" ] || step $B/brasa synth --arch $1 --shape $2 --type $3 -o "$f" -t "$J" >"$out/synth.log" 2>&1 \
       || { note "synth $spec failed: $(tail -2 "$out/synth.log")"; continue; }
