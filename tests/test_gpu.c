@@ -150,9 +150,6 @@ static void check_file(const char *arch, const char *type, double *worst_gold, d
         double e1 = rel_err(lg, gold, gold, (size_t)n * nv), e2 = rel_err(lg, lc, lc, (size_t)n * nv);
         eg = fmax(eg, e1);
         ec = fmax(ec, e2);
-        for (int i = 0; i < n; i++)
-            CHECKF(argmax(lg + (size_t)i * nv, nv) == argmax(gold + (size_t)i * nv, nv) ||
-                       e1 > 0, "%s.%s prompt row %d argmax", arch, type, i);
         bool greedy_ok = true;
         for (int k = 0; k < 32 && k < (int)gids->n; k++) {
             int32_t id = (int32_t)jm_int(jm_at(gids, (size_t)k), 0);
