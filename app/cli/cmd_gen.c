@@ -965,6 +965,7 @@ int cmd_bench(int argc, char **argv)
     struct gen_args a;
     gen_args_init(&a);
     int n_p = 512, n_g = 128, reps = 5;
+    float bw = 0;
     const struct opt tbl[] = {
         {"-m", "--model", OPT_STR, &a.model, "FILE", "GGUF model file"},
         {"-p", "--n-prompt", OPT_INT, &n_p, "N", "prompt tokens per pp test (512; 0 = skip)"},
@@ -972,9 +973,10 @@ int cmd_bench(int argc, char **argv)
         {"-r", "--repetitions", OPT_INT, &reps, "N", "repetitions (5)"},
         {"-t", "--threads", OPT_INT, &a.threads, "N", "threads (default: all cores)"},
         {NULL, "--kv-type", OPT_STR, &a.kv, "f16|f32", "KV cache type (default f16)"},
+        {NULL, "--bw", OPT_FLOAT, &bw, "GB/s", "measured read bandwidth: also print the decode roofline"},
         {0},
     };
-    int rc = opts_parse("brasa bench -m FILE [-p 512] [-n 128] [-r 5] [-t N]", tbl, argc, argv);
+    int rc = opts_parse("brasa bench -m FILE [-p 512] [-n 128] [-r 5] [-t N] [--bw GB/s]", tbl, argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (n_p < 0 || n_g < 0 || reps < 1 || n_p > (1 << 20) || n_g > (1 << 20)) {
@@ -1036,6 +1038,16 @@ int cmd_bench(int argc, char **argv)
         printf("| %-24s | %12s | %10s | %-7s | %7d | %8s | %21s |\n", model, size, params, info.backend, threads,
                test, ts);
     }
+    /* Decode reads every weight once per token: that over the bandwidth bounds tg. */
+    double wb = (double)info.weight_bytes_per_token;
+    printf("\nweights read per generated token: %.1f MiB", wb / (1 << 20));
+    if (bw > 0 && wb > 0) {
+        double limit = bw * 1e9 / wb;
+        printf("; at %.1f GB/s the decode limit is %.2f t/s", (double)bw, limit);
+        if (tg.n)
+            printf(", tg reaches %.0f%% of it", 100.0 * (tg.sum / tg.n) / limit);
+    }
+    printf("\n");
     rc = 0;
     goto out;
 fail:
