@@ -12,6 +12,7 @@
 #include "json_mini.h"
 #include "test.h"
 #include "tok/tok.h"
+#include "tok/tok_impl.h"
 
 /* ---- helpers ---- */
 
@@ -592,6 +593,71 @@ TEST(decode_clean_spaces)
     gguf_close(f);
 }
 
+/* ---- pre-tokenizer splits on hand-checked strings (covers llama3, which has no vocabulary here) ---- */
+
+/* Splits text with pre-tokenizer `pre` and compares with the expected pieces ("|"-separated,
+ * raw bytes; the words come back byte-encoded, so encode the expectation the same way). */
+static void check_split(struct tokenizer *t, enum pretok_id pre, const char *text, const char *want)
+{
+    t->pre = pre;
+    struct pretok_out o = {0};
+    struct brasa_err err;
+    REQUIRE(pretok_split(t, text, strlen(text), &o, &err) == BRASA_OK);
+    char exp[1024];
+    size_t k = 0;
+    size_t ends[64], ne = 0;
+    for (const char *p = want;; p++) {
+        if (*p == '|' || !*p) {
+            ends[ne++] = k;
+            if (!*p)
+                break;
+            continue;
+        }
+        unsigned char b = (unsigned char)*p;
+        memcpy(exp + k, t->byte_enc[b], t->byte_enc_len[b]);
+        k += t->byte_enc_len[b];
+    }
+    bool ok = o.n == ne && o.len == k && memcmp(o.buf, exp, k) == 0;
+    for (size_t i = 0; ok && i < ne; i++)
+        ok = o.ends[i] == ends[i];
+    CHECKF(ok, "pre %s: \"%s\" gives %zu pieces, want \"%s\"", pretok_name(pre), text, o.n, want);
+    pretok_out_free(&o);
+}
+
+TEST(pretokenizer_splits)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/ggml-vocab-gpt-2.gguf", test_shared_path("vocab"));
+    if (!test_file_exists(path))
+        SKIP("no gpt-2 vocabulary");
+    struct gguf_file *f;
+    struct tokenizer *t = load_tok(path, &f);
+    REQUIRE(t);
+    check_split(t, PRE_LLAMA3, "Hello world", "Hello| world");
+    check_split(t, PRE_LLAMA3, "1234567", "123|456|7");
+    check_split(t, PRE_LLAMA3, "don't DON'T", "don|'t| DON|'T");
+    check_split(t, PRE_LLAMA3, "a  b", "a| | b");
+    check_split(t, PRE_LLAMA3, "x\n\n  y", "x|\n\n| | y");
+    check_split(t, PRE_LLAMA3, "hi!\n...", "hi|!\n|...");
+    check_split(t, PRE_LLAMA3, "caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87", "caf\xc3\xa9| \xe4\xb8\xad\xe6\x96\x87");
+    check_split(t, PRE_LLAMA3, "a !!", "a| !!");
+    check_split(t, PRE_LLAMA3, "\t\tx", "\t|\tx");
+    check_split(t, PRE_LLAMA3, "x  ", "x|  ");
+    check_split(t, PRE_LLAMA3, "!\r\n.", "!\r\n|.");
+    check_split(t, PRE_QWEN2, "!\r\n.", "!\r\n|.");
+    check_split(t, PRE_QWEN2, "1234567", "1|2|3|4|5|6|7");
+    check_split(t, PRE_QWEN2, "Hello world", "Hello| world");
+    check_split(t, PRE_QWEN2, "e\xcc\x81x", "e|\xcc\x81x");
+    check_split(t, PRE_QWEN35, "e\xcc\x81x", "e\xcc\x81x");
+    check_split(t, PRE_QWEN2, "a \n\n b", "a| \n\n| b");
+    check_split(t, PRE_GPT2, "Hello  world", "Hello| | world");
+    check_split(t, PRE_GPT2, "I've 123", "I|'ve| 123");
+    check_split(t, PRE_DEFAULT, "a,b 1234", "a|,|b| |123|4");
+    check_split(t, PRE_STARCODER, "x=12", "x|=|1|2");
+    tok_free(t);
+    gguf_close(f);
+}
+
 /* ---- chat templates ---- */
 
 static const struct chat_msg conv[] = {
@@ -916,5 +982,5 @@ TEST(cli_tokenize_detokenize)
 }
 
 TEST_MAIN(T(vocab_vectors), T(fixture_prompt_ids), T(random_utf8_round_trip), T(stream_holds_and_replaces),
-          T(random_bytes), T(decode_clean_spaces), T(chat_templates_render), T(chat_template_pick), T(unknown_pre),
+          T(random_bytes), T(decode_clean_spaces), T(pretokenizer_splits), T(chat_templates_render), T(chat_template_pick), T(unknown_pre),
           T(cli_tokenize_detokenize))

@@ -441,8 +441,10 @@ static bool split_llama3(const struct ctx *c, size_t ini, size_t end, struct seg
         unsigned f2 = cpt == ' ' ? FL(pos + 1) : f;
         if (!(f2 & (UF_WS | UF_L | UF_N)) && f) { /* the reference tests this code point's flags here */
             pos += (cpt == ' ');
-            while (!(f2 & (UF_WS | UF_L | UF_N)) && f2)
-                f2 = FL(++pos);
+            while (!(f2 & (UF_WS | UF_L | UF_N)) && f2) {
+                pos++;
+                f2 = FL(pos);
+            }
             while (CP(pos) == '\r' || CP(pos) == '\n')
                 pos++;
             PUSH(pos);
