@@ -124,7 +124,7 @@ WIN_CC    ?= x86_64-w64-mingw32-gcc
 WIN_BUILD ?= build-win
 WIN_FLAGS  = BUILD=$(WIN_BUILD) CC=$(WIN_CC) EXE=.exe SERVER_FOUND= \
   CFLAGS="-D__USE_MINGW_ANSI_STDIO=1 -Isrc/core/win32 -include core/win32/posix_compat.h" \
-  LDLIBS="-static -lm -lpthread"
+  LDLIBS="-static -lm -lpthread -lshell32"
 WIN_TESTS := $(filter-out %/test_server.exe,$(TEST_SRC:tests/%.c=$(WIN_BUILD)/tests/%.exe))
 .PHONY: windows test-windows
 windows:

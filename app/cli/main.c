@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/platform.h"
 
 struct command {
     const char *name;
@@ -34,6 +35,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    plat_main_init(&argc, &argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

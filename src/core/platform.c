@@ -165,7 +165,11 @@ void plat_aligned_free(void *p) { free(p); }
 
 FILE *plat_fopen(const char *path, const char *mode) { return fopen(path, mode); }
 
-void plat_console_utf8(void) {}
+void plat_main_init(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+}
 
 brasa_status plat_mkdirs(const char *path, struct brasa_err *err)
 {

@@ -43,8 +43,10 @@ void plat_aligned_free(void *p);
 
 /* fopen with a UTF-8 path (plain fopen on POSIX). */
 FILE *plat_fopen(const char *path, const char *mode);
-/* Makes the console print UTF-8 (Windows code page 65001); nothing to do on POSIX. */
-void plat_console_utf8(void);
+/* Called first in main(). On Windows: argv becomes UTF-8 (from the wide command line), the
+ * console reads and prints UTF-8 (code page 65001), and stdout/stderr write '\n' as is (no
+ * text-mode "\r\n"), as on POSIX. Nothing to do on POSIX. */
+void plat_main_init(int *argc, char ***argv);
 
 #ifdef _WIN32
 #define PLAT_DIR_SEP '\\'

@@ -6,11 +6,16 @@
 #include "core/win32/posix_compat.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <io.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <windows.h>
+
+/* This file implements the shims: here the names mean the C runtime's own functions. */
+#undef system
+#undef popen
 
 /* UTF-8 -> freshly malloc'd UTF-16, NULL on a bad string or no memory. */
 static wchar_t *widen(const char *s)
@@ -197,10 +202,34 @@ void *plat_aligned_alloc(size_t align, size_t size) { return _aligned_malloc(siz
 
 void plat_aligned_free(void *p) { _aligned_free(p); }
 
-void plat_console_utf8(void)
+void plat_main_init(int *argc, char ***argv)
 {
     SetConsoleOutputCP(CP_UTF8);
     SetConsoleCP(CP_UTF8);
+    _setmode(_fileno(stdout), _O_BINARY);
+    _setmode(_fileno(stderr), _O_BINARY);
+    /* The C runtime's argv is in the ANSI code page; rebuild it from the UTF-16 command line.
+     * The copies live as long as the process. On any failure the old argv stays. */
+    int n = 0;
+    wchar_t **w = CommandLineToArgvW(GetCommandLineW(), &n);
+    if (!w)
+        return;
+    char **a = calloc((size_t)n + 1, sizeof *a);
+    for (int i = 0; a && i < n; i++) {
+        int len = WideCharToMultiByte(CP_UTF8, 0, w[i], -1, NULL, 0, NULL, NULL);
+        if (len <= 0 || !(a[i] = malloc((size_t)len)) ||
+            WideCharToMultiByte(CP_UTF8, 0, w[i], -1, a[i], len, NULL, NULL) != len) {
+            for (int k = 0; k <= i; k++)
+                free(a[k]);
+            free(a);
+            a = NULL;
+        }
+    }
+    LocalFree(w);
+    if (a) {
+        *argc = n;
+        *argv = a;
+    }
 }
 
 brasa_status plat_mkdirs(const char *path, struct brasa_err *err)
@@ -350,6 +379,70 @@ ssize_t plat_readlink(const char *path, char *buf, size_t cap)
             buf[i] = '/';
     return len;
 }
+
+void *plat_memmem(const void *hay, size_t hn, const void *needle, size_t nn)
+{
+    if (nn == 0)
+        return (void *)hay;
+    const unsigned char *h = hay, *n = needle;
+    for (size_t i = 0; nn <= hn && i <= hn - nn; i++)
+        if (h[i] == n[0] && memcmp(h + i, n, nn) == 0)
+            return (void *)(h + i);
+    return NULL;
+}
+
+/* An sh command line for cmd.exe: 'x' -> "x", /dev/null -> NUL, and the whole line in one more
+ * pair of quotes, which cmd /c strips (its rule for lines holding more than two quotes). */
+static char *sh_to_cmd(const char *cmd)
+{
+    size_t n = strlen(cmd);
+    char *c = malloc(2 * n + 3), *o = c;
+    if (!c)
+        return NULL;
+    *o++ = '"';
+    for (const char *p = cmd; *p; p++) {
+        if (*p == '\'') {
+            *o++ = '"';
+        } else if (strncmp(p, "/dev/null", 9) == 0) {
+            memcpy(o, "NUL", 3);
+            o += 3;
+            p += 8;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o++ = '"';
+    *o = 0;
+    return c;
+}
+
+FILE *plat_popen(const char *cmd, const char *mode)
+{
+    char *c = sh_to_cmd(cmd);
+    FILE *f = c ? _popen(c, mode) : NULL;
+    free(c);
+    return f;
+}
+
+int plat_system(const char *cmd)
+{
+    if (!cmd)
+        return system(NULL);
+    char *c = sh_to_cmd(cmd);
+    int r = c ? system(c) : -1;
+    free(c);
+    return r;
+}
+
+int plat_setenv(const char *name, const char *value, int overwrite)
+{
+    if (!overwrite && getenv(name))
+        return 0;
+    return _putenv_s(name, value) == 0 ? 0 : -1;
+}
+
+/* An empty value removes the variable. */
+int plat_unsetenv(const char *name) { return _putenv_s(name, "") == 0 ? 0 : -1; }
 
 char *plat_mkdtemp(char *tmpl)
 {
