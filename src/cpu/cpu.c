@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/platform.h"
 #include "core/pool.h"
 #include "cpu/ops.h"
 #include "quant/quant.h"
@@ -39,9 +40,9 @@ void cpu_free(struct cpu *c)
 {
     if (!c)
         return;
-    free(c->arena);
-    free(c->mm_scratch);
-    free(c->thr_scratch);
+    plat_aligned_free(c->arena);
+    plat_aligned_free(c->mm_scratch);
+    plat_aligned_free(c->thr_scratch);
     free(c);
 }
 
@@ -50,9 +51,9 @@ static brasa_status grow(void **buf, size_t *cap, size_t need, struct brasa_err 
     if (need <= *cap)
         return BRASA_OK;
     void *nb = NULL;
-    if (posix_memalign(&nb, 64, need ? need : 64) != 0)
+    if (!(nb = plat_aligned_alloc(64, need ? need : 64)))
         return brasa_fail(err, BRASA_ENOMEM, "out of memory for %zu bytes of activations", need);
-    free(*buf);
+    plat_aligned_free(*buf);
     *buf = nb;
     *cap = need;
     return BRASA_OK;
