@@ -182,6 +182,69 @@ AVX2 static float dot_q4_0_avx2(int64_t n, const void *w, const void *a)
     return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
+/* 32 bits -> 32 bytes, 0xFF where the bit (byte e <-> bit e) is set. */
+AVX2 static inline __m256i bits32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)v), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                                    2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i m = _mm256_set1_epi64x(0x8040201008040201ll);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, m), m);
+}
+
+/* Unsigned levels (0..31) against signed activations, pairs summed to 8 int32 lanes. */
+AVX2 static inline __m256i dot_u8(__m256i x, __m256i y)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+AVX2 static float dot_q4_1_avx2(int64_t n, const void *w, const void *a)
+{
+    const block_q4_1 *x = w;
+    const block_q8_1 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0;
+    for (int64_t i = 0; i < n / QK8_1; i++) {
+        summs += h2f(x[i].m) * h2f(y[i].s);
+        const __m256i p = dot_u8(nibbles32(x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum8(acc) + summs;
+}
+
+/* Q5_0 levels minus 16 as signed bytes: a clear fifth bit is the same as OR 0xF0. */
+AVX2 static float dot_q5_0_avx2(int64_t n, const void *w, const void *a)
+{
+    const block_q5_0 *x = w;
+    const block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const __m256i hi = _mm256_andnot_si256(bits32(x[i].qh), _mm256_set1_epi8((char)0xF0));
+        const __m256i q = _mm256_or_si256(nibbles32(x[i].qs), hi);
+        const __m256i p = dot_i8(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum8(acc);
+}
+
+AVX2 static float dot_q5_1_avx2(int64_t n, const void *w, const void *a)
+{
+    const block_q5_1 *x = w;
+    const block_q8_1 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0;
+    for (int64_t i = 0; i < n / QK8_1; i++) {
+        summs += h2f(x[i].m) * h2f(y[i].s);
+        const __m256i hi = _mm256_and_si256(bits32(x[i].qh), _mm256_set1_epi8(0x10));
+        const __m256i q = _mm256_or_si256(nibbles32(x[i].qs), hi);
+        const __m256i p = dot_u8(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum8(acc) + summs;
+}
+
 /* 32 int8 levels times scale d -> 32 floats, as (float)q * d. */
 AVX2 static inline void store_scaled32(float *y, __m256i q8, __m256 d)
 {
@@ -738,6 +801,9 @@ void qk_x86_init(struct qkernels *k)
     k[GGML_TYPE_Q8_0].dequant = dq_q8_0_avx2;
     k[GGML_TYPE_Q4_0].dot = dot_q4_0_avx2;
     k[GGML_TYPE_Q4_0].dequant = dq_q4_0_avx2;
+    k[GGML_TYPE_Q4_1].dot = dot_q4_1_avx2;
+    k[GGML_TYPE_Q5_0].dot = dot_q5_0_avx2;
+    k[GGML_TYPE_Q5_1].dot = dot_q5_1_avx2;
     k[GGML_TYPE_Q4_K].dot = dot_q4_k_avx2;
     k[GGML_TYPE_Q4_K].dequant = dq_q4_k_avx2;
     k[GGML_TYPE_Q5_K].dot = dot_q5_k_avx2;
