@@ -5,6 +5,7 @@
  * joins two existing tokens; then the family's special tokens at their real ids, then padding.
  * SentencePiece: <unk>, <s>, </s>, the 256 byte tokens, single characters, then grown pieces
  * scored by rank. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,29 +85,109 @@ static bool add_byte_symbols(struct builder *b, char sym[256][4])
     return true;
 }
 
+/* Merge ranks by "left right" text, so that a new token's merge can be the one BPE reaches. */
+struct rank_map {
+    const char **keys;
+    int32_t *ranks;
+    size_t cap; /* a power of two, at least twice the merges */
+};
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static int32_t rank_get(const struct rank_map *m, const char *key, size_t n)
+{
+    for (size_t i = hash_bytes(key, n) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->keys[i])
+            return -1;
+        if (!strncmp(m->keys[i], key, n) && m->keys[i][n] == 0)
+            return m->ranks[i];
+    }
+}
+
+static void rank_put(struct rank_map *m, const char *key, int32_t rank)
+{
+    size_t i = hash_bytes(key, strlen(key)) & (m->cap - 1);
+    while (m->keys[i])
+        i = (i + 1) & (m->cap - 1);
+    m->keys[i] = key;
+    m->ranks[i] = rank;
+}
+
+static int utf8_len(unsigned char c) { return c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4; }
+
+/* Byte-level BPE on one word with the merges so far. Returns the byte offset between the two
+ * pieces when it ends in exactly two (their merge makes the word a token), else -1. */
+static int bpe_split(const struct rank_map *m, const char *w)
+{
+    int start[32], len[32], n = 0;
+    for (const char *p = w; *p && n < 32; n++) {
+        start[n] = (int)(p - w);
+        len[n] = utf8_len((unsigned char)*p);
+        p += len[n];
+    }
+    char key[96];
+    while (n > 2) {
+        int best = -1;
+        int32_t best_rank = INT32_MAX;
+        for (int i = 0; i + 1 < n; i++) {
+            int k = snprintf(key, sizeof key, "%.*s %.*s", len[i], w + start[i], len[i + 1], w + start[i + 1]);
+            int32_t r = k > 0 && k < (int)sizeof key ? rank_get(m, key, (size_t)k) : -1;
+            if (r >= 0 && r < best_rank) {
+                best_rank = r;
+                best = i;
+            }
+        }
+        if (best < 0)
+            return -1;
+        len[best] += len[best + 1];
+        for (int i = best + 1; i + 1 < n; i++) {
+            start[i] = start[i + 1];
+            len[i] = len[i + 1];
+        }
+        n--;
+    }
+    return n == 2 ? start[1] : -1;
+}
+
 /* Grows tokens prefix + letter, level by level, until the vocabulary holds `until` tokens.
- * level: ids of the previous level (capacity `until`). BPE records the merge of each. */
-static bool grow(struct builder *b, int32_t *level, int n_level, int32_t *next, int until, bool bpe,
-                 int score_base)
+ * level: ids of the previous level (capacity `until`). BPE (ranks non-NULL) gives each new
+ * token the merge that BPE itself arrives at (so "Ġthe" is "Ġt he" when "h e" ranks before
+ * "Ġt h"), and leaves out words it would not reach in one more merge. */
+static bool grow(struct builder *b, int32_t *level, int n_level, int32_t *next, int until,
+                 struct rank_map *ranks, int score_base)
 {
     struct synth_vocab *v = b->v;
+    char cand[64];
     while (v->n < until && n_level > 0) {
         int n_next = 0;
         for (int i = 0; i < n_level && v->n < until; i++) {
             for (const char *c = LETTERS; *c && v->n < until; c++) {
-                char one[2] = {*c, 0};
                 const char *parent = v->tokens[level[i]];
-                char *tok = b_str(b, parent, NULL, one);
+                if (snprintf(cand, sizeof cand, "%s%c", parent, *c) >= (int)sizeof cand)
+                    continue;
+                int split = ranks ? bpe_split(ranks, cand) : 0;
+                if (split < 0)
+                    continue;
+                char *tok = b_str(b, cand, NULL, NULL);
                 if (!tok)
                     return false;
                 v->tokens[v->n] = tok;
                 v->types[v->n] = T_NORMAL;
                 if (v->scores)
                     v->scores[v->n] = (float)-(v->n - score_base);
-                if (bpe) {
-                    char *m = b_str(b, parent, " ", one);
+                if (ranks) {
+                    char left[64];
+                    snprintf(left, sizeof left, "%.*s", split, cand);
+                    char *m = b_str(b, left, " ", cand + split);
                     if (!m)
                         return false;
+                    rank_put(ranks, m, (int32_t)v->n_merges);
                     v->merges[v->n_merges++] = m;
                 }
                 next[n_next++] = v->n++;
@@ -129,7 +210,15 @@ static bool bpe_body(struct builder *b, int n_bpe, int32_t *l0, int32_t *l1)
     l0[n++] = first + 188 + ' ';  /* ' ' is the 33rd non-printable byte: id first + 188 + 32 */
     for (const char *c = LETTERS; *c; c++)
         l0[n++] = first + (*c - 33); /* printable ASCII '!'.. sits at first + (c - 33) */
-    return grow(b, l0, n, l1, first + n_bpe, true, 0);
+    struct rank_map ranks = {.cap = 1024};
+    while (ranks.cap < 2 * (size_t)n_bpe)
+        ranks.cap *= 2;
+    ranks.keys = calloc(ranks.cap, sizeof *ranks.keys);
+    ranks.ranks = malloc(ranks.cap * sizeof *ranks.ranks);
+    bool ok = ranks.keys && ranks.ranks && grow(b, l0, n, l1, first + n_bpe, &ranks, 0);
+    free(ranks.keys);
+    free(ranks.ranks);
+    return ok;
 }
 
 static const char *const QWEN_SPECIALS[] = {
@@ -278,7 +367,7 @@ static bool make_spm(struct builder *b, const struct synth_shape *s, int32_t *l0
         if (strchr(LETTERS, *c))
             l0[n++] = id;
     }
-    if (!grow(b, l0, n, l1, s->n_vocab, false, first))
+    if (!grow(b, l0, n, l1, s->n_vocab, NULL, first))
         return false;
     v->model = "llama";
     v->pre = "default";
