@@ -288,6 +288,7 @@ int cmd_run(int argc, char **argv)
     const struct opt tbl[] = {
         MODEL_OPTS(&a),
         {"-p", "--prompt", OPT_STR, &a.prompt, "TEXT", "prompt"},
+        {"-f", "--file", OPT_STR, &a.file, "FILE", "read the prompt from a file"},
         {NULL, "--ids", OPT_STR, &a.ids, "1,2,3", "prompt as token ids instead of text"},
         {"-n", "--n-predict", OPT_INT, &a.n, "N", "tokens to generate (128; -1 = until the context is full)"},
         SAMPLER_OPTS(&a),
@@ -296,12 +297,24 @@ int cmd_run(int argc, char **argv)
         {NULL, "--special", OPT_FLAG, &a.special, NULL, "print control tokens (e.g. <|im_end|>) as text"},
         {0},
     };
-    int rc = opts_parse("brasa run -m FILE -p TEXT [options]", tbl, argc, argv);
+    int rc = opts_parse("brasa run -m FILE (-p TEXT | -f FILE | --ids 1,2,3) [options]", tbl, argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
+    char *file_text = NULL;
+    if (a.file) {
+        struct brasa_err ferr = {{0}};
+        size_t len;
+        if (a.prompt || plat_read_file(a.file, (size_t)1 << 28, &file_text, &len, &ferr) != BRASA_OK) {
+            fprintf(stderr, "brasa run: %s\n", a.prompt ? "give -p or -f, not both" : ferr.msg);
+            return a.prompt ? 2 : 1;
+        }
+        a.prompt = file_text;
+    }
     struct brasa_model *m = cli_load_model("run", a.model, a.threads);
-    if (!m)
+    if (!m) {
+        free(file_text);
         return 1;
+    }
     const struct tokenizer *tok = brasa_model_tokenizer(m);
     struct brasa_model_info info;
     brasa_model_get_info(m, &info);
@@ -350,6 +363,7 @@ int cmd_run(int argc, char **argv)
             r.hit_eos ? "end of generation" : r.ctx_full ? "context full" : "limit");
     rc = 0;
 out:
+    free(file_text);
     free(ids);
     free(e.text);
     brasa_sampler_free(smp);
