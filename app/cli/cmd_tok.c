@@ -96,7 +96,7 @@ static int bench(const struct tokenizer *t, const char *text, size_t len, int fl
         fprintf(stderr, "brasa tokenize: --bench needs a non-empty text\n");
         return 2;
     }
-    size_t reps = (1u << 20) / len + 1, total = reps * len;
+    size_t reps = (len + (1u << 20) - 1) / len, total = reps * len; /* at least 1 MiB */
     char *big = malloc(total + 1);
     if (!big)
         return 1;
