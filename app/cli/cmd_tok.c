@@ -105,23 +105,30 @@ static int bench(const struct tokenizer *t, const char *text, size_t len, int fl
     struct brasa_err err = {{0}};
     int32_t *ids = NULL;
     size_t n = 0;
-    double best = 1e30;
+    double best = 1e30, best_cpu = 1e30;
     for (int r = 0; r < 3; r++) {
-        struct timespec a, b;
+        struct timespec a, b, ca, cb;
         clock_gettime(CLOCK_MONOTONIC, &a);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
         free(ids);
         if (tok_encode(t, big, total, flags, &ids, &n, &err)) {
             fprintf(stderr, "brasa tokenize: %s\n", err.msg);
             free(big);
             return 1;
         }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
         clock_gettime(CLOCK_MONOTONIC, &b);
         double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+        double c = (double)(cb.tv_sec - ca.tv_sec) + (double)(cb.tv_nsec - ca.tv_nsec) * 1e-9;
         if (s < best)
             best = s;
+        if (c < best_cpu)
+            best_cpu = c;
     }
-    printf("tokenized %zu bytes into %zu tokens in %.3f s (best of 3, one thread): %.2f MB/s, %.0f tokens/s\n",
-           total, n, best, (double)total / best / 1e6, (double)n / best);
+    /* thread CPU time too: on a shared machine the wall clock also counts other jobs */
+    printf("tokenized %zu bytes into %zu tokens in %.3f s wall, %.3f s CPU (best of 3, one thread): "
+           "%.2f MB/s, %.0f tokens/s (by CPU time)\n",
+           total, n, best, best_cpu, (double)total / best_cpu / 1e6, (double)n / best_cpu);
     free(ids);
     free(big);
     return 0;
