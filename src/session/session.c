@@ -353,7 +353,7 @@ brasa_status brasa_generate(struct brasa_session *s, struct brasa_sampler *smp,
     st0.prompt_s = t1 - t0;
     struct tok_stream ts;
     tok_stream_init(&ts);
-    char text[256];
+    char text[1024];
     for (int k = 0; k < max_tokens; k++) {
         int32_t id = brasa_sampler_sample(smp, s->logits);
         brasa_sampler_accept(smp, id);
@@ -362,6 +362,8 @@ brasa_status brasa_generate(struct brasa_session *s, struct brasa_sampler *smp,
         bool eog = tok_is_eog(tok, id) && !(flags & BRASA_GEN_IGNORE_EOS);
         st0.n_gen++;
         size_t len = eog ? 0 : tok_stream_push(tok, &ts, id, text, sizeof text);
+        if (!eog && k == max_tokens - 1) /* the last token: release held-back bytes too */
+            len += tok_stream_flush(&ts, text + len, sizeof text - len);
         if (cb && cb(ud, id, text, len) != 0)
             break;
         if (eog)
