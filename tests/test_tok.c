@@ -699,6 +699,20 @@ TEST(chat_templates_render)
     memcpy(think, conv, sizeof think);
     think[2].content = "<think>\nThe user greets me.\n</think>\n\nHi! How can I help?";
     check_render(CHAT_TMPL_QWEN3, think, n, true, NULL, CHATML_BODY);
+    /* ... and the last assistant turn after the last query shows its (here empty) reasoning */
+    static const struct chat_msg tail[] = {{"user", "Hi"}, {"assistant", "Hello"}};
+    struct chat_opts no_gen = {.add_assistant = false, .thinking = true};
+    char *q3;
+    struct brasa_err e3;
+    REQUIRE(chat_render(CHAT_TMPL_QWEN3, tail, 2, &no_gen, &q3, &e3) == BRASA_OK);
+    CHECKF(!strcmp(q3, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello<|im_end|>\n"),
+           "qwen3 tail: %s", q3);
+    free(q3);
+    static const struct chat_msg tail2[] = {{"user", "Hi"}, {"assistant", "<think>\nhmm\n</think>\n\nHello"}};
+    REQUIRE(chat_render(CHAT_TMPL_QWEN3, tail2, 2, &no_gen, &q3, &e3) == BRASA_OK);
+    CHECKF(!strcmp(q3, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\nhmm\n</think>\n\nHello<|im_end|>\n"),
+           "qwen3 tail with reasoning: %s", q3);
+    free(q3);
     check_render(CHAT_TMPL_GRANITE, conv, n, true, NULL,
                  "<|start_of_role|>system<|end_of_role|>You are a helpful assistant.<|end_of_text|>\n"
                  "<|start_of_role|>user<|end_of_role|>Hello!<|end_of_text|>\n"

@@ -160,24 +160,37 @@ static void sb_trimmed(struct sbuf *b, const char *s)
     sb_put(b, s, n);
 }
 
-/* Qwen3: an earlier assistant turn keeps only what follows its reasoning */
-static void sb_after_think(struct sbuf *b, const char *s)
+/* Qwen3 splits an assistant message at its last </think>: the answer is what follows (leading
+ * newlines dropped), the reasoning what precedes (after its last <think>, newlines trimmed). */
+static void split_think(const char *s, const char **ans, const char **rs, size_t *rn)
 {
     const char *e = NULL;
     for (const char *q = strstr(s, "</think>"); q; q = strstr(q + 1, "</think>"))
         e = q;
-    if (e) {
-        s = e + strlen("</think>");
-        while (*s == '\n')
-            s++;
-    }
-    sb_str(b, s);
+    *ans = s;
+    *rs = "";
+    *rn = 0;
+    if (!e)
+        return;
+    *ans = e + strlen("</think>");
+    while (**ans == '\n')
+        (*ans)++;
+    const char *b = s;
+    for (const char *q = strstr(s, "<think>"); q && q < e; q = strstr(q + 1, "<think>"))
+        b = q + strlen("<think>");
+    while (b < e && *b == '\n')
+        b++;
+    const char *z = e;
+    while (z > b && z[-1] == '\n')
+        z--;
+    *rs = b;
+    *rn = (size_t)(z - b);
 }
 
 static void render_chatml(struct sbuf *b, enum chat_template_id id, const struct chat_msg *m, size_t n,
                           const struct chat_opts *o)
 {
-    size_t last_user = n;
+    size_t last_user = n; /* the last user query; n if none */
     for (size_t i = 0; i < n; i++)
         if (strcmp(m[i].role, "user") == 0)
             last_user = i;
@@ -185,10 +198,21 @@ static void render_chatml(struct sbuf *b, enum chat_template_id id, const struct
         sb_str(b, "<|im_start|>");
         sb_str(b, m[i].role);
         sb_str(b, "\n");
-        if (id != CHAT_TMPL_CHATML && strcmp(m[i].role, "assistant") == 0 && last_user < n && i < last_user)
-            sb_after_think(b, m[i].content);
-        else
+        if (id != CHAT_TMPL_CHATML && strcmp(m[i].role, "assistant") == 0) {
+            const char *ans, *rs;
+            size_t rn;
+            split_think(m[i].content, &ans, &rs, &rn);
+            /* turns after the last query keep a reasoning block (an empty one on the last turn) */
+            bool after = last_user < n && i > last_user;
+            if (after && (i + 1 == n || rn)) {
+                sb_str(b, "<think>\n");
+                sb_put(b, rs, rn);
+                sb_str(b, "\n</think>\n\n");
+            }
+            sb_str(b, ans);
+        } else {
             sb_str(b, m[i].content);
+        }
         sb_str(b, "<|im_end|>\n");
     }
     if (!o->add_assistant)
