@@ -398,18 +398,18 @@ static void deltanet_rows(const struct op_args *a, long r0, long r1, int ith)
             float *o = O + t * nvh * dv + h * dv;
             for (long i = 0; i < dv; i++) {
                 float *m = M + i * dk;
-                float mk = 0;
+                double mk = 0;
                 for (long j = 0; j < dk; j++) {
                     m[j] *= eg;
-                    mk += m[j] * k[j];
+                    mk += (double)m[j] * k[j];
                 }
-                float delta = beta * (v[i] - mk);
-                float mq = 0;
+                float delta = beta * (v[i] - (float)mk);
+                double mq = 0;
                 for (long j = 0; j < dk; j++) {
                     m[j] += delta * k[j];
-                    mq += m[j] * q[j];
+                    mq += (double)m[j] * q[j];
                 }
-                o[i] = mq * qs;
+                o[i] = (float)mq * qs;
             }
         }
     }
