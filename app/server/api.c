@@ -392,7 +392,7 @@ void api_models(struct srv *s, struct api_reply *r)
     json_t *data = json_array();
     for (int i = 0; i < s->n_models; i++)
         json_array_append_new(data, json_pack("{s:s, s:s, s:I, s:s}", "id", s->models[i].id, "object", "model",
-                                              "created", (json_int_t)0, "owned_by", "brasa"));
+                                              "created", (json_int_t)s->models[i].mtime, "owned_by", "brasa"));
     reply_json(r, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
 }
 

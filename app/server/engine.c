@@ -84,6 +84,7 @@ static bool add_model(struct srv *s, const char *path)
     snprintf(e->id, sizeof e->id, "%s", id);
     snprintf(e->path, sizeof e->path, "%s", path);
     e->bytes = (uint64_t)st.st_size;
+    e->mtime = (long long)st.st_mtime;
     return true;
 }
 

@@ -95,6 +95,7 @@ struct srv_model_entry {
     char id[128];
     char path[1024];
     uint64_t bytes;
+    long long mtime; /* the file's modification time ("created" in /v1/models) */
 };
 
 struct srv {
