@@ -338,6 +338,7 @@ int cmd_run(int argc, char **argv)
     for (int i = 0; i < n_ids; i++)
         brasa_sampler_accept(smp, ids[i]);
     tok_stream_init(&e.ts);
+    e.ts.first = false; /* a continuation: "Once upon a time" + " there", the space is the text's */
     double t0 = plat_now();
     if (feed(s, ids, n_ids, NULL, info.n_vocab, &err) != BRASA_OK) {
         fprintf(stderr, "brasa run: %s\n", err.msg);
