@@ -288,7 +288,7 @@ TEST(stories_greedy_text)
     CHECKF(out && !strncmp(out, want, strlen(want)), "got '%s'", out ? out : "");
     free(out);
     /* A continuation keeps the space that starts its first piece. */
-    snprintf(cmd, sizeof cmd, "%s run -m '%s' -p 'Once upon a time, there was a' -n 3 --temp 0 -t 2 2>/dev/null",
+    snprintf(cmd, sizeof cmd, "%s run -m '%s' -p 'Once upon a time, there was a' -n 5 --temp 0 -t 2 2>/dev/null",
              brasa_bin(), model);
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 0 && out && !strncmp(out, " little girl", 12), "got '%s'", out ? out : "");
