@@ -6,6 +6,7 @@
  *
  * Weights are random blocks with sane scales. Several copies of each matrix are cycled so that
  * together they exceed the last-level cache: the figures are DRAM streaming, not cache hits.
+ * Every figure is the best of repeated runs, as the machine may be shared.
  * --hot instead multiplies one small matrix that stays in L2: the kernels' compute speed. */
 #include <math.h>
 #include <stdio.h>
@@ -81,16 +82,21 @@ static void sum_part(void *arg, int ith, int nth)
     j->out[ith & 255] += sum_plain(j->p + b * 64, (size_t)(e - b) * 64);
 }
 
+/* Best GB/s of summing one 16 MiB slice (cycling through the whole buffer, so every slice
+ * comes from DRAM): slices as long as one product, so both are timed alike. */
+#define SLICE_BYTES (16ull << 20)
 static double read_bandwidth(struct pool *pool, const uint64_t *buf, size_t bytes, double secs)
 {
-    struct sum_job j = {buf, bytes / 8, {0}};
+    struct sum_job j = {buf, SLICE_BYTES / 8, {0}};
+    const size_t n_slices = bytes / SLICE_BYTES;
     double best = 0, t_end = plat_now() + secs;
+    size_t i = 0;
     do {
+        j.p = buf + (i++ % n_slices) * (SLICE_BYTES / 8);
         double t0 = plat_now();
         pool_run(pool, sum_part, &j);
-        double dt = plat_now() - t0;
-        best = fmax(best, (double)bytes / dt);
-    } while (plat_now() < t_end);
+        best = fmax(best, (double)SLICE_BYTES / (plat_now() - t0));
+    } while (plat_now() < t_end || i < 3);
     if (j.out[0] == 42)
         fprintf(stderr, " "); /* keep the sums alive */
     return best / 1e9;
@@ -134,21 +140,23 @@ static void fill_weights(uint32_t type, uint8_t *w, size_t bytes)
     fix_scales(type, w, bytes);
 }
 
-/* GB/s of weight bytes for y = W x, cycling over copies of W. */
+/* GB/s of weight bytes for y = W x, cycling over copies of W: the best single product (the
+ * machine is shared; the read bandwidth above is a best figure too). */
 static double bench_matmul(struct pool *pool, uint32_t type, int64_t rows, int64_t k,
                            uint8_t *const *copies, int n_copies, const float *x, float *y,
                            void *scratch, double secs)
 {
     size_t wbytes = qtype_row_bytes(type, k) * (size_t)rows;
     quant_matmul(pool, type, copies[0], rows, k, x, 1, y, scratch); /* warm-up */
-    double t0 = plat_now(), t;
+    double t_end = plat_now() + secs, best = 1e30;
     long iters = 0;
     do {
+        double t0 = plat_now();
         quant_matmul(pool, type, copies[iters % n_copies], rows, k, x, 1, y, scratch);
+        best = fmin(best, plat_now() - t0);
         iters++;
-        t = plat_now() - t0;
-    } while (t < secs || iters < 3);
-    return (double)wbytes * (double)iters / t / 1e9;
+    } while (plat_now() < t_end || iters < 3);
+    return (double)wbytes / best / 1e9;
 }
 
 int main(int argc, char **argv)
@@ -186,27 +194,25 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < STREAM_BYTES; i += 4096)
         big[i] = (uint8_t)i;
     memset(big, 1, STREAM_BYTES);
-    double bw1 = read_bandwidth(p1, (const uint64_t *)big, STREAM_BYTES, 0.6);
-    double bwn = read_bandwidth(pn, (const uint64_t *)big, STREAM_BYTES, 0.6);
+    /* The read bandwidth is sampled again before every format, and the best sample kept: on a
+     * shared machine the best figures of both kinds are the comparable ones. */
+    double bw1 = read_bandwidth(p1, (const uint64_t *)big, STREAM_BYTES, 0.5);
+    double bwn = read_bandwidth(pn, (const uint64_t *)big, STREAM_BYTES, 0.5);
     fill_random(big, STREAM_BYTES);
     uint8_t *pool_bytes = big;
-    printf("read bandwidth (sum of %llu MiB): 1 thread %.1f GB/s, %d threads %.1f GB/s\n\n",
-           STREAM_BYTES >> 20, bw1, n_threads, bwn);
 
     static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_0,
                                      GGML_TYPE_Q5_K, GGML_TYPE_Q4_0, GGML_TYPE_F16,
                                      GGML_TYPE_BF16, GGML_TYPE_F32, GGML_TYPE_Q4_1,
                                      GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q3_K,
                                      GGML_TYPE_Q2_K};
+    enum { N_ALL = sizeof types / sizeof types[0] };
     static const int64_t shapes[][2] = {{4096, 4096}, {14336, 4096}}; /* rows, k */
     static const int64_t hot_shape[1][2] = {{256, 4096}}; /* fits in L2: kernel speed */
     const int64_t(*sh)[2] = hot ? hot_shape : shapes;
-    int n_types = quick ? 5 : (int)(sizeof types / sizeof types[0]);
-    printf("matrix-vector product y = W x (n_cols = 1), GB/s of weight bytes; %% = of the read "
-           "bandwidth with the same threads\n");
-    printf("%-6s %-12s %9s %8s %7s %9s %7s %10s\n", "type", "rows x k", "MiB", "1 thr", "%",
-           "all thr", "%", "roof ms");
-    for (int s = 0; s < (quick || hot ? 1 : 2); s++) {
+    int n_types = quick ? 5 : N_ALL, n_shapes = quick || hot ? 1 : 2;
+    double g1[2][N_ALL], gn[2][N_ALL];
+    for (int s = 0; s < n_shapes; s++) {
         int64_t rows = sh[s][0], k = sh[s][1];
         float *x = malloc((size_t)k * 4), *y = malloc((size_t)rows * 4);
         for (int64_t i = 0; i < k; i++)
@@ -214,6 +220,8 @@ int main(int argc, char **argv)
         for (int ti = 0; ti < n_types; ti++) {
             uint32_t t = types[ti];
             size_t wbytes = qtype_row_bytes(t, k) * (size_t)rows;
+            bw1 = fmax(bw1, read_bandwidth(p1, (const uint64_t *)big, STREAM_BYTES, 0.1));
+            bwn = fmax(bwn, read_bandwidth(pn, (const uint64_t *)big, STREAM_BYTES, 0.1));
             /* consecutive slices of one random pool, rewritten only where the scales are */
             int n_copies = hot ? 1 : (int)(STREAM_BYTES / wbytes);
             uint8_t **copies = malloc(sizeof *copies * (size_t)n_copies);
@@ -222,20 +230,31 @@ int main(int argc, char **argv)
                 fix_scales(t, copies[c], wbytes);
             }
             void *scratch = malloc(quant_matmul_scratch_bytes(t, k, 1) + 64);
-            double g1 = bench_matmul(p1, t, rows, k, copies, n_copies, x, y, scratch, secs);
-            double gn = bench_matmul(pn, t, rows, k, copies, n_copies, x, y, scratch, secs);
-            char shape[32];
-            snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)k);
-            printf("%-6s %-12s %9.1f %8.1f %6.0f%% %9.1f %6.0f%% %10.3f\n", qtype_get(t)->name,
-                   shape, (double)wbytes / (1 << 20), g1, 100 * g1 / bw1, gn, 100 * gn / bwn,
-                   (double)wbytes / (bwn * 1e9) * 1e3);
-            fflush(stdout);
+            g1[s][ti] = bench_matmul(p1, t, rows, k, copies, n_copies, x, y, scratch, secs);
+            gn[s][ti] = bench_matmul(pn, t, rows, k, copies, n_copies, x, y, scratch, secs);
             free(copies);
             free(scratch);
         }
         free(x);
         free(y);
     }
+    printf("read bandwidth (best sum of a %llu MiB slice of %llu MiB): 1 thread %.1f GB/s, %d threads "
+           "%.1f GB/s\n\n", SLICE_BYTES >> 20, STREAM_BYTES >> 20, bw1, n_threads, bwn);
+    printf("matrix-vector product y = W x (n_cols = 1), GB/s of weight bytes; %% = of the read "
+           "bandwidth with the same threads;\nroof ms = weight bytes / read bandwidth (all threads)\n");
+    printf("%-6s %-12s %9s %8s %7s %9s %7s %10s\n", "type", "rows x k", "MiB", "1 thr", "%",
+           "all thr", "%", "roof ms");
+    for (int s = 0; s < n_shapes; s++)
+        for (int ti = 0; ti < n_types; ti++) {
+            int64_t rows = sh[s][0], k = sh[s][1];
+            size_t wbytes = qtype_row_bytes(types[ti], k) * (size_t)rows;
+            char shape[32];
+            snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)k);
+            printf("%-6s %-12s %9.1f %8.1f %6.0f%% %9.1f %6.0f%% %10.3f\n", qtype_get(types[ti])->name,
+                   shape, (double)wbytes / (1 << 20), g1[s][ti], 100 * g1[s][ti] / bw1, gn[s][ti],
+                   100 * gn[s][ti] / bwn, (double)wbytes / (bwn * 1e9) * 1e3);
+        }
+    fflush(stdout);
     /* Prompt batches: n_cols activation columns per pass over the weights. */
     const int64_t rows = 4096, k = 4096, nc = 64;
     printf("\nbatched product (prompt processing): %lldx%lld weights, n_cols = %lld, all threads\n",

@@ -534,6 +534,29 @@ static const uint16_t q6k_idx512[4][32] = {
  * sub-blocks 2c and 2c+2, the high ones 2c+1 and 2c+3. Every column gets exactly the same
  * operations as a single dot product, so batch and single results are identical. */
 #define Q_ALWAYS_INLINE __attribute__((always_inline)) inline
+
+/* kq_unpack in SIMD: bytes 0..7 = the 8 scales, 8..15 = the 8 mins. Reads 16 bytes from the
+ * 12-byte field (the next field of the block follows it, so this stays inside the block). */
+AVX2 static inline __m128i kq_unpack_simd(const uint8_t *s12)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)s12);
+    /* A: [b0..3 | b8..11 | b4..7 | b8..11], B: [. | b0..3 | . | b4..7] */
+    const __m128i A = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i B = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i lo = _mm_or_si128(
+        _mm_and_si128(A, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
+        _mm_and_si128(_mm_srli_epi16(A, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(B, 2), _mm_setr_epi8(0, 0, 0, 0, 0x30, 0x30, 0x30, 0x30, 0, 0,
+                                                                         0, 0, 0x30, 0x30, 0x30, 0x30));
+    return _mm_or_si128(lo, hi);
+}
+
+/* The 8 mins as 16 int16 lanes, each twice (lanes 2j, 2j+1 = min j), to pair with the bsums. */
+AVX2 static inline __m256i kq_mins_x2(__m128i sm)
+{
+    return _mm256_cvtepu8_epi16(
+        _mm_shuffle_epi8(sm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+}
 AVX512 static Q_ALWAYS_INLINE void q4k_dotn_avx512(int64_t n, const block_q4_K *x, const uint8_t *a,
                                                    size_t as, const int nc, float *out, size_t ldo)
 {
@@ -541,16 +564,16 @@ AVX512 static Q_ALWAYS_INLINE void q4k_dotn_avx512(int64_t n, const block_q4_K *
     const __m512i i0 = _mm512_loadu_si512(q4k_idx512[0]), i1 = _mm512_loadu_si512(q4k_idx512[1]);
     const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
     __m512 acc[4];
-    __m128 accm[4];
+    __m256 accm[4];
     for (int c = 0; c < nc; c++) {
         acc[c] = _mm512_setzero_ps();
-        accm[c] = _mm_setzero_ps();
+        accm[c] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float xd = h2f(x[i].d), xdmin = h2f(x[i].dmin);
-        uint32_t u[4];
-        kq_unpack(x[i].scales, u);
-        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0])));
+        const __m128i sm = kq_unpack_simd(x[i].scales);
+        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+        const __m256i mins = kq_mins_x2(sm);
         const __m512i w0 = _mm512_loadu_si512(x[i].qs), w1 = _mm512_loadu_si512(x[i].qs + 64);
         const __m512i l0 = _mm512_and_si512(w0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(w0, 4), m4);
         const __m512i l1 = _mm512_and_si512(w1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(w1, 4), m4);
@@ -559,7 +582,8 @@ AVX512 static Q_ALWAYS_INLINE void q4k_dotn_avx512(int64_t n, const block_q4_K *
         for (int c = 0; c < nc; c++) {
             const block_q8_K *y = (const block_q8_K *)(a + (size_t)c * as) + i;
             const float d = y->d * xd, dmin = -y->d * xdmin;
-            accm[c] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(kq_mins_dot(u, y->bsums)), accm[c]);
+            const __m256i md = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
+            accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(md), accm[c]);
             const __m512i a0 = _mm512_loadu_si512(y->qs), a1 = _mm512_loadu_si512(y->qs + 64);
             const __m512i a2 = _mm512_loadu_si512(y->qs + 128), a3 = _mm512_loadu_si512(y->qs + 192);
             const __m512i p0 = _mm512_madd_epi16(s0, _mm512_maddubs_epi16(l0, _mm512_shuffle_i64x2(a0, a1, 0x44)));
@@ -570,11 +594,8 @@ AVX512 static Q_ALWAYS_INLINE void q4k_dotn_avx512(int64_t n, const block_q4_K *
             acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
         }
     }
-    for (int c = 0; c < nc; c++) {
-        __m128 m = _mm_add_ps(accm[c], _mm_movehl_ps(accm[c], accm[c]));
-        m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]) + _mm_cvtss_f32(m);
-    }
+    for (int c = 0; c < nc; c++)
+        out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]) + hsum8(accm[c]);
 }
 
 AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *a)
@@ -643,16 +664,16 @@ AVX512 static Q_ALWAYS_INLINE void q5k_dotn_avx512(int64_t n, const block_q5_K *
     const __m512i i0 = _mm512_loadu_si512(q4k_idx512[0]), i1 = _mm512_loadu_si512(q4k_idx512[1]);
     const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
     __m512 acc[4];
-    __m128 accm[4];
+    __m256 accm[4];
     for (int c = 0; c < nc; c++) {
         acc[c] = _mm512_setzero_ps();
-        accm[c] = _mm_setzero_ps();
+        accm[c] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float xd = h2f(x[i].d), xdmin = h2f(x[i].dmin);
-        uint32_t u[4];
-        kq_unpack(x[i].scales, u);
-        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0])));
+        const __m128i sm = kq_unpack_simd(x[i].scales);
+        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+        const __m256i mins = kq_mins_x2(sm);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
         const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
         const __m512i w0 = _mm512_loadu_si512(x[i].qs), w1 = _mm512_loadu_si512(x[i].qs + 64);
@@ -669,7 +690,8 @@ AVX512 static Q_ALWAYS_INLINE void q5k_dotn_avx512(int64_t n, const block_q5_K *
         for (int c = 0; c < nc; c++) {
             const block_q8_K *y = (const block_q8_K *)(a + (size_t)c * as) + i;
             const float d = y->d * xd, dmin = -y->d * xdmin;
-            accm[c] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(kq_mins_dot(u, y->bsums)), accm[c]);
+            const __m256i md = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
+            accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(md), accm[c]);
             const __m512i a0 = _mm512_loadu_si512(y->qs), a1 = _mm512_loadu_si512(y->qs + 64);
             const __m512i a2 = _mm512_loadu_si512(y->qs + 128), a3 = _mm512_loadu_si512(y->qs + 192);
             const __m512i p0 = _mm512_madd_epi16(s0, _mm512_maddubs_epi16(l0, _mm512_shuffle_i64x2(a0, a1, 0x44)));
@@ -680,11 +702,8 @@ AVX512 static Q_ALWAYS_INLINE void q5k_dotn_avx512(int64_t n, const block_q5_K *
             acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
         }
     }
-    for (int c = 0; c < nc; c++) {
-        __m128 m = _mm_add_ps(accm[c], _mm_movehl_ps(accm[c], accm[c]));
-        m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]) + _mm_cvtss_f32(m);
-    }
+    for (int c = 0; c < nc; c++)
+        out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]) + hsum8(accm[c]);
 }
 
 AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *a)
