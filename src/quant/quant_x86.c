@@ -772,6 +772,45 @@ AVX512 static float dot_q8_0_avx512(int64_t n, const void *w, const void *a)
     return r;
 }
 
+/* Q4_0 through the Q8_0 core: the nibbles of two blocks, minus 8, as signed bytes. */
+AVX512 static Q_ALWAYS_INLINE void q4_0_dotn_avx512(int64_t n, const block_q4_0 *x, const uint8_t *a,
+                                                    size_t as, const int nc, float *out, size_t ldo)
+{
+    const int64_t nb = n / QK4_0;
+    const __m512i off = _mm512_set1_epi8(8);
+    __m512 acc[4];
+    for (int c = 0; c < nc; c++)
+        acc[c] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i wv = _mm512_sub_epi8(
+            _mm512_inserti64x4(_mm512_castsi256_si512(nibbles32(x[i].qs)), nibbles32(x[i + 1].qs), 1), off);
+        const __m512 dw = two_scales(x[i].d, x[i + 1].d);
+        for (int c = 0; c < nc; c++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
+            q8_0_core(wv, dw, y, y + 1, &acc[c]);
+        }
+    }
+    if (i < nb) {
+        const __m512i wv = _mm512_maskz_mov_epi8(
+            0xffffffffull, _mm512_sub_epi8(_mm512_castsi256_si512(nibbles32(x[i].qs)), off));
+        const __m512 dw = two_scales(x[i].d, 0);
+        for (int c = 0; c < nc; c++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
+            q8_0_core(wv, dw, y, y, &acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++)
+        out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]);
+}
+
+AVX512 static float dot_q4_0_avx512(int64_t n, const void *w, const void *a)
+{
+    float r;
+    q4_0_dotn_avx512(n, w, a, 0, 1, &r, 0);
+    return r;
+}
+
 /* Tiles: each weight row against the columns in groups of 4 (constant counts, so the column
  * loops unroll). */
 #define DEFINE_TILE(name, dotn, wtype)                                                             \
@@ -797,6 +836,7 @@ DEFINE_TILE(tile_q4_k_avx512, q4k_dotn_avx512, block_q4_K)
 DEFINE_TILE(tile_q6_k_avx512, q6k_dotn_avx512, block_q6_K)
 DEFINE_TILE(tile_q5_k_avx512, q5k_dotn_avx512, block_q5_K)
 DEFINE_TILE(tile_q8_0_avx512, q8_0_dotn_avx512, block_q8_0)
+DEFINE_TILE(tile_q4_0_avx512, q4_0_dotn_avx512, block_q4_0)
 
 /* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
 static bool has_f16c(void)
@@ -842,6 +882,8 @@ void qk_x86_init(struct qkernels *k)
     k[GGML_TYPE_Q5_K].tile = tile_q5_k_avx512;
     k[GGML_TYPE_Q8_0].dot = dot_q8_0_avx512;
     k[GGML_TYPE_Q8_0].tile = tile_q8_0_avx512;
+    k[GGML_TYPE_Q4_0].dot = dot_q4_0_avx512;
+    k[GGML_TYPE_Q4_0].tile = tile_q4_0_avx512;
 }
 
 #else
