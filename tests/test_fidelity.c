@@ -3,6 +3,7 @@
 #include "test.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <math.h>
 #include <stdint.h>
@@ -473,6 +474,59 @@ TEST(ref_forward_goldens)
         SKIP("fixtures not found");
 }
 
+/* Two sessions of one model used from two threads at once give the logits of a lone session. */
+struct conc_job {
+    struct brasa_session *s;
+    float logits[1024];
+    brasa_status st;
+};
+
+static void *conc_run(void *arg)
+{
+    struct conc_job *j = arg;
+    struct brasa_err err;
+    int32_t ids[24];
+    for (int i = 0; i < 24; i++)
+        ids[i] = (int32_t)((i * 31 + 7) % 1000);
+    j->st = brasa_session_eval(j->s, ids, 16, NULL, &err);
+    for (int i = 16; i < 24 && j->st == BRASA_OK; i++)
+        j->st = brasa_session_eval(j->s, &ids[i], 1, NULL, &err);
+    if (j->st == BRASA_OK)
+        memcpy(j->logits, brasa_session_logits(j->s), sizeof j->logits);
+    return NULL;
+}
+
+TEST(concurrent_sessions)
+{
+    const char *path = test_shared_path("fixtures/qwen35.Q8_0.gguf");
+    if (!test_file_exists(path))
+        SKIP("qwen35.Q8_0.gguf not found");
+    struct brasa_model *m = NULL;
+    struct brasa_err err = {{0}};
+    struct brasa_model_opts mo = {.n_threads = 2};
+    REQUIRE(brasa_model_load(path, &mo, &m, &err) == BRASA_OK);
+    static struct conc_job jobs[3];
+    struct brasa_session_opts so = {.n_ctx = 64};
+    int ok = 1;
+    for (int i = 0; i < 3; i++)
+        ok &= brasa_session_new(m, &so, &jobs[i].s, &err) == BRASA_OK;
+    CHECK(ok);
+    if (ok) {
+        conc_run(&jobs[0]);
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++)
+            pthread_create(&th[i], NULL, conc_run, &jobs[i + 1]);
+        for (int i = 0; i < 2; i++)
+            pthread_join(th[i], NULL);
+        for (int i = 1; i < 3; i++)
+            CHECK(jobs[i].st == BRASA_OK &&
+                  memcmp(jobs[i].logits, jobs[0].logits, sizeof jobs[0].logits) == 0);
+    }
+    for (int i = 0; i < 3; i++)
+        brasa_session_free(jobs[i].s);
+    brasa_model_free(m);
+}
+
 /* Writes a copy of src without tensor `drop`, or with `reshape` stored with its two dims
  * swapped. Returns 0 on success. */
 static int write_variant(const char *src, const char *dst, const char *drop, const char *reshape)
@@ -555,5 +609,5 @@ TEST(load_errors)
 }
 
 TEST_MAIN(T(fixtures_logits), T(kv_f16_close), T(chunked_prompt_matches), T(stories260k_greedy_text),
-          T(stories260k_generate), T(load_errors), T(bad_tensors),
+          T(stories260k_generate), T(load_errors), T(bad_tensors), T(concurrent_sessions),
           T(ref_forward_goldens))

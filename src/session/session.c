@@ -3,6 +3,7 @@
  * and the generation loop. */
 #include "brasa.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ struct brasa_model {
     struct mdl m;
     struct tokenizer *tok;
     struct pool *pool;
+    pthread_mutex_t run_mu; /* one graph at a time per model: its sessions take turns */
     char *name;
     struct gpu *gpu;          /* the GPU backend (src/gpu), NULL: CPU */
 };
@@ -55,6 +57,7 @@ static void model_free(struct brasa_model *m)
     if (m->f)
         gguf_close(m->f);
     pool_free(m->pool);
+    pthread_mutex_destroy(&m->run_mu);
     free(m->name);
     free(m);
 }
@@ -73,6 +76,7 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
     struct brasa_model *m = calloc(1, sizeof *m);
     if (!m)
         return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    pthread_mutex_init(&m->run_mu, NULL);
     brasa_status st = gguf_open(&m->f, path, err);
     if (st != BRASA_OK) {
         model_free(m);
@@ -314,7 +318,9 @@ brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int
         if (st != BRASA_OK)
             return st;
         struct graph_run r = {.pos0 = s->pos, .tokens = ids + done};
+        pthread_mutex_lock(&s->model->run_mu);
         st = s->gpu ? gpu_sess_run(s->gpu, g, &r, err) : cpu_run(s->cpu, g, &r, err);
+        pthread_mutex_unlock(&s->model->run_mu);
         if (st != BRASA_OK)
             return st;
         const float *out = s->gpu ? gpu_sess_output(s->gpu) : cpu_node_data(s->cpu, g, g->out);
