@@ -162,9 +162,45 @@ TEST(top_p_matches_reference)
         for (size_t i = 0; i < l.n; i++)
             sum += l.c[i].p;
         CHECK(fabs(sum - 1) < 1e-5);
-        for (size_t i = 1; i < l.n; i++)
+        for (size_t i = 1; l.sorted && i < l.n; i++)
             CHECK(l.c[i - 1].p >= l.c[i].p);
     }
+}
+
+/* A flat distribution over a large vocabulary: the kept set is large and left unsorted; it must
+ * still be exactly the most likely tokens, as many as the sorted prefix. */
+TEST(top_p_flat_large)
+{
+    enum { N = 50000 };
+    unsigned long long rs = test_seed();
+    float *x = malloc(N * sizeof *x), *sorted = malloc(N * sizeof *sorted);
+    struct sample_cand *st = malloc(N * sizeof *st), *copy = malloc(N * sizeof *copy);
+    REQUIRE(x && sorted && st && copy);
+    for (int i = 0; i < N; i++)
+        x[i] = test_rand_uniform(&rs);
+    struct sample_list l;
+    sample_list_init(&l, st, x, N);
+    sample_softmax(&l);
+    memcpy(copy, st, N * sizeof *st);
+    size_t want = ref_top_p_keep(copy, N, 0.9f, sorted);
+    sample_top_p(&l, 0.9f);
+    CHECKF(l.n == want, "kept %zu, reference %zu", l.n, want);
+    float min_kept = 1, max_dropped = 0;
+    char *kept = calloc(N, 1);
+    REQUIRE(kept);
+    for (size_t i = 0; i < l.n; i++) {
+        kept[l.c[i].id] = 1;
+        min_kept = fminf(min_kept, copy[l.c[i].id].p);
+    }
+    for (int i = 0; i < N; i++)
+        if (!kept[i])
+            max_dropped = fmaxf(max_dropped, copy[i].p);
+    CHECKF(min_kept >= max_dropped, "kept down to %g but dropped %g", (double)min_kept, (double)max_dropped);
+    free(kept);
+    free(x);
+    free(sorted);
+    free(st);
+    free(copy);
 }
 
 TEST(min_p)
@@ -307,6 +343,6 @@ TEST(chain_bad_params)
 }
 
 TEST_MAIN(T(rng_reproducible), T(greedy_ties_and_nan), T(penalties), T(top_k_matches_sort),
-          T(temperature_softmax), T(top_p_matches_reference), T(min_p), T(draw_follows_distribution),
+          T(temperature_softmax), T(top_p_matches_reference), T(top_p_flat_large), T(min_p), T(draw_follows_distribution),
           T(chain_greedy_and_penalty_order), T(chain_top_k_before_softmax),
           T(chain_seed_reproducible), T(chain_bad_params))

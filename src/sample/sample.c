@@ -183,23 +183,47 @@ static void renormalise(struct sample_list *l)
             l->c[i].p = (float)(l->c[i].p / sum);
 }
 
-/* Moves the entries with p >= thr to the front (keeping nothing else in order); returns their
- * count and mass. */
-static size_t partition_above(struct sample_list *l, float thr, double *mass)
+static void swap_cand(struct sample_cand *a, struct sample_cand *b)
 {
-    size_t j = 0;
-    double m = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        if (l->c[i].p >= thr) {
-            struct sample_cand t = l->c[j];
-            l->c[j] = l->c[i];
-            l->c[i] = t;
-            m += l->c[j].p;
-            j++;
+    struct sample_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Moves the smallest prefix by rank whose mass reaches p to the front, in expected linear time
+ * (a quickselect that carries the mass along); returns its length. Sorting a whole 150k
+ * vocabulary instead would cost tens of milliseconds per token when the distribution is flat. */
+static size_t top_p_select(struct sample_cand *c, size_t n, double p)
+{
+    size_t lo = 0, hi = n; /* c[0, lo) is kept; the boundary lies in [lo, hi) */
+    double need = p;
+    while (lo < hi) {
+        struct sample_cand piv = c[lo + (hi - lo) / 2];
+        size_t i = lo;
+        double mass = 0;
+        for (size_t j = lo; j < hi; j++) {
+            if (ranks_before(&c[j], &piv)) {
+                swap_cand(&c[i], &c[j]);
+                mass += c[i].p;
+                i++;
+            }
         }
+        if (mass >= need) { /* the boundary is among those ranking before the pivot */
+            hi = i;
+            continue;
+        }
+        /* Keep them all, then the pivot, which ranks first among the rest. */
+        need -= mass;
+        size_t k = i;
+        while (k < hi && c[k].id != piv.id)
+            k++;
+        swap_cand(&c[i], &c[k]);
+        need -= c[i].p;
+        lo = i + 1;
+        if (need <= 0)
+            break;
     }
-    *mass = m;
-    return j;
+    return lo > 0 ? lo : 1;
 }
 
 void sample_top_p(struct sample_list *l, float p)
@@ -207,13 +231,11 @@ void sample_top_p(struct sample_list *l, float p)
     if (p >= 1.0f || l->n <= 1)
         return;
     if (!l->sorted) {
-        /* Sorting the whole vocabulary is the cost here. If the tokens above a small threshold
-         * already hold mass >= p, the kept prefix lies entirely among them: sort only those. */
-        double mass;
-        size_t m = partition_above(l, 1.0f / (float)l->n, &mass);
-        if (m > 0 && mass >= p)
-            l->n = m;
-        sort_list(l);
+        l->n = top_p_select(l->c, l->n, p);
+        if (l->n <= 1024) /* the usual case: cheap, and a sorted list draws in rank order */
+            sort_list(l);
+        renormalise(l);
+        return;
     }
     double cum = 0;
     size_t keep = l->n;
