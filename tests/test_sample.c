@@ -268,6 +268,20 @@ TEST(chain_greedy_and_penalty_order)
     brasa_sampler_free(s);
 }
 
+TEST(chain_plain_greedy)
+{
+    struct brasa_sampler_params p;
+    brasa_sampler_defaults(&p);
+    p.temperature = 0;
+    float x[5] = {NAN, 2, 5, -INFINITY, 5};
+    struct brasa_sampler *s = make(&p, 5);
+    REQUIRE(s);
+    CHECK(brasa_sampler_sample(s, x) == 2); /* NaN skipped, tie to the lower id */
+    float y[3] = {NAN, NAN, NAN};
+    CHECK(brasa_sampler_sample(s, y) == 0);
+    brasa_sampler_free(s);
+}
+
 TEST(chain_top_k_before_softmax)
 {
     /* Over all four, p(0) = 0.64 < 0.7 so top-p keeps two; over the top-k = 2 survivors
@@ -344,5 +358,5 @@ TEST(chain_bad_params)
 
 TEST_MAIN(T(rng_reproducible), T(greedy_ties_and_nan), T(penalties), T(top_k_matches_sort),
           T(temperature_softmax), T(top_p_matches_reference), T(top_p_flat_large), T(min_p), T(draw_follows_distribution),
-          T(chain_greedy_and_penalty_order), T(chain_top_k_before_softmax),
+          T(chain_greedy_and_penalty_order), T(chain_plain_greedy), T(chain_top_k_before_softmax),
           T(chain_seed_reproducible), T(chain_bad_params))

@@ -389,6 +389,16 @@ void brasa_sampler_accept(struct brasa_sampler *s, int32_t id)
 int32_t brasa_sampler_sample(struct brasa_sampler *s, const float *logits)
 {
     const struct brasa_sampler_params *p = &s->p;
+    if (p->temperature <= 0.0f && !s->counts) { /* plain greedy: no candidate list needed */
+        int32_t best = 0;
+        float bx = isnan(logits[0]) ? -INFINITY : logits[0];
+        for (int32_t i = 1; i < s->n_vocab; i++)
+            if (logits[i] > bx) { /* NaN compares false; ties keep the lower id */
+                bx = logits[i];
+                best = i;
+            }
+        return best;
+    }
     struct sample_list l;
     sample_list_init(&l, s->cand, logits, (size_t)s->n_vocab);
     sample_penalties(&l, s->counts, p->repeat_penalty, p->presence_penalty, p->frequency_penalty);
