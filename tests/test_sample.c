@@ -277,7 +277,7 @@ TEST(chain_plain_greedy)
     struct brasa_sampler *s = make(&p, 5);
     REQUIRE(s);
     CHECK(brasa_sampler_sample(s, x) == 2); /* NaN skipped, tie to the lower id */
-    float y[3] = {NAN, NAN, NAN};
+    float y[5] = {NAN, NAN, NAN, NAN, NAN};
     CHECK(brasa_sampler_sample(s, y) == 0);
     brasa_sampler_free(s);
 }
