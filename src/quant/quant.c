@@ -1,6 +1,7 @@
 /* Format table, run-time kernel selection, row (de)quantization entry points, and the threaded
  * matrix product. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <strings.h>
 
 #include "core/pool.h"
@@ -57,7 +58,8 @@ static void qk_init_once(void)
 {
     qk_ref_init();
     memcpy(qk_fast, qk_ref, sizeof qk_fast);
-    qk_x86_init(qk_fast);
+    if (!getenv("BRASA_NO_SIMD"))
+        qk_x86_init(qk_fast);
 }
 
 static const struct qkernels *kernels(bool ref)

@@ -4,7 +4,12 @@
  * scalar reference and, where it pays, SIMD versions chosen at run time that give bit-identical
  * dequantized values. Dot products take the weight row in its own format and the activation row
  * already converted to the format's vec_dot_type (as ggml's CPU backend does), which is what
- * the golden logits were computed with. */
+ * the golden logits were computed with.
+ *
+ * Files: quant_blocks.h (structs, size asserts), quant.c (table, dispatch, threaded matmul),
+ * quant_ref.c (scalar kernels), quant_x86.c (AVX2 / AVX-512 kernels), quantize.c (quant_row),
+ * mix.h (which tensor gets which type in a file-type mix). BRASA_NO_SIMD=1 in the environment
+ * keeps the scalar kernels, BRASA_NO_AVX512=1 stops at AVX2 (both read once, at first use). */
 #ifndef BRASA_QUANT_H
 #define BRASA_QUANT_H
 #include <stdbool.h>
@@ -55,7 +60,10 @@ brasa_status dequant_row(uint32_t type, const void *src, float *dst, int64_t n, 
 /* Plain scalar reference; same bits as dequant_row. */
 brasa_status dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n, struct brasa_err *err);
 
-/* Quantize n floats into dst (qtype_row_bytes(type, n) bytes). */
+/* Quantize n floats into dst (qtype_row_bytes(type, n) bytes), as llama-quantize does without
+ * an importance matrix (the same bytes on the fixtures). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+ * Q5_K, Q6_K, plus F32/F16/BF16/Q8_1/Q8_K through quant_act_row. BRASA_EUNSUPPORTED for
+ * Q2_K/Q3_K, BRASA_EINVAL when n is not a whole number of blocks. */
 brasa_status quant_row(uint32_t type, const float *src, void *dst, int64_t n, struct brasa_err *err);
 
 /* Converts n activations to an activation format (Q8_0, Q8_1, Q8_K, F16, BF16, F32) exactly as
