@@ -1018,19 +1018,6 @@ int cmd_bench(int argc, char **argv)
     double r;
     if (bench_one(s, ids, n_p > 0 ? (n_p < 32 ? n_p : 32) : 0, n_g > 0 ? 2 : 0, &r, &err)) /* warm-up */
         goto fail;
-    struct bench_stat pp = {0}, tg = {0};
-    for (int i = 0; i < reps; i++) {
-        if (n_p > 0) {
-            if (bench_one(s, ids, n_p, 0, &r, &err))
-                goto fail;
-            stat_add(&pp, r);
-        }
-        if (n_g > 0) {
-            if (bench_one(s, ids, 0, n_g, &r, &err))
-                goto fail;
-            stat_add(&tg, r);
-        }
-    }
     char ft[32], size[32], model[160];
     snprintf(model, sizeof model, "%s %s", info.arch, cli_file_type_name(a.model, ft, sizeof ft));
     cli_bytes(info.file_bytes, size, sizeof size);
@@ -1040,19 +1027,29 @@ int cmd_bench(int argc, char **argv)
     printf("| %.24s | %.12s | %.10s | %.7s | %.7s | %.8s | %.20s |\n", "------------------------------",
            "-------------:", "-------------:", "----------", "-------------:", "-------------:",
            "------------------------------:");
+    fflush(stdout);
+    /* Each row is printed as soon as its repetitions are done, as llama-bench does. */
+    struct bench_stat pp = {0}, tg = {0};
     for (int k = 0; k < 2; k++) {
         struct bench_stat *b = k ? &tg : &pp;
+        int n = k ? n_g : n_p;
+        for (int i = 0; i < reps && n > 0; i++) {
+            if (bench_one(s, ids, k ? 0 : n_p, k ? n_g : 0, &r, &err))
+                goto fail;
+            stat_add(b, r);
+        }
         if (!b->n)
             continue;
         double mean, sd;
         mean_err(b->sum, b->sum2, b->n, &mean, &sd);
         sd *= sqrt((double)b->n); /* standard deviation, not the error of the mean */
         char test[24], ts[40], params[24];
-        snprintf(test, sizeof test, "%s%d", k ? "tg" : "pp", k ? n_g : n_p);
+        snprintf(test, sizeof test, "%s%d", k ? "tg" : "pp", n);
         snprintf(ts, sizeof ts, "%.2f ± %.2f", mean, sd);
         snprintf(params, sizeof params, "%.2f M", (double)info.n_params / 1e6);
         printf("| %-24s | %12s | %10s | %-7s | %7d | %8s | %21s |\n", model, size, params, info.backend, threads,
                test, ts);
+        fflush(stdout);
     }
     /* Decode reads every weight once per token: that over the bandwidth bounds tg. */
     double wb = (double)info.weight_bytes_per_token;
