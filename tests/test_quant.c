@@ -442,6 +442,43 @@ static float *dequant_tensor(const struct gguf_tensor *t, size_t *n_out)
     return y;
 }
 
+/* Every type brasa writes: quantize -> dequantize of Gaussian data stays within its precision
+ * (relative RMSE against the data's RMS). */
+TEST(quant_row_roundtrip_all)
+{
+    static const struct {
+        uint32_t t;
+        double max_rel;
+    } lim[] = {{GGML_TYPE_F32, 0},       {GGML_TYPE_F16, 1e-3},   {GGML_TYPE_BF16, 8e-3},
+               {GGML_TYPE_Q8_0, 1e-2},   {GGML_TYPE_Q8_1, 1e-2},  {GGML_TYPE_Q8_K, 1e-2},
+               {GGML_TYPE_Q6_K, 2.5e-2}, {GGML_TYPE_Q5_K, 5e-2},  {GGML_TYPE_Q5_0, 6e-2},
+               {GGML_TYPE_Q5_1, 6e-2},   {GGML_TYPE_Q4_K, 1.1e-1}, {GGML_TYPE_Q4_0, 1.3e-1},
+               {GGML_TYPE_Q4_1, 1.3e-1}};
+    unsigned long long s = test_seed();
+    const int64_t n = 4096;
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    uint8_t *q = malloc(n * 4);
+    struct brasa_err err = {{0}};
+    rand_floats(x, n, &s);
+    double rms = 0;
+    for (int64_t i = 0; i < n; i++)
+        rms += (double)x[i] * x[i];
+    rms = sqrt(rms / n);
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++) {
+        REQUIRE(qtype_get(lim[i].t)->can_quant);
+        REQUIRE(quant_row(lim[i].t, x, q, n, &err) == BRASA_OK);
+        REQUIRE(dequant_row(lim[i].t, q, y, n, &err) == BRASA_OK);
+        double e = rmse(x, y, (size_t)n) / rms;
+        CHECKF(e <= lim[i].max_rel, "%s: relative rmse %.4g", qtype_get(lim[i].t)->name, e);
+        fprintf(stderr, "%s %s %.3g", i ? "," : "  relative rmse:", qtype_get(lim[i].t)->name, e);
+    }
+    fputc('\n', stderr);
+    CHECK(quant_row(GGML_TYPE_Q4_K, x, q, 100, &err) == BRASA_EINVAL && strstr(err.msg, "blocks"));
+    free(x);
+    free(y);
+    free(q);
+}
+
 /* For every NAME.F32.gguf fixture and each type, each tensor that the llama.cpp-made file of
  * that type stores in that type: brasa's quantize->dequantize RMSE <= 1.02x llama.cpp's. */
 TEST(quantize_quality_vs_llama_cpp)
@@ -643,4 +680,4 @@ TEST(cli_quantize_errors)
 
 TEST_MAIN(T(type_table), T(dequant_goldens), T(simd_dequant_bit_identical), T(vec_dot_vs_float64),
           T(matmul_tiles_and_threads), T(activation_rounding),
-          T(quantize_quality_vs_llama_cpp), T(cli_quantize_mixes), T(cli_quantize_errors))
+          T(quant_row_roundtrip_all), T(quantize_quality_vs_llama_cpp), T(cli_quantize_mixes), T(cli_quantize_errors))
