@@ -1,0 +1,97 @@
+// port.cuh: the one place where kernel code differs between NVIDIA (NVRTC) and AMD (hiprtc, and
+// hipcc in the compile check). Templates call these helpers instead of vendor intrinsics:
+// lane shuffles and reductions over a warp / wavefront, and half <-> float conversion.
+// No library headers: NVRTC needs no include path, and hiprtc includes its runtime itself.
+#pragma once
+
+#if defined(__HIPCC__) || defined(__HIPCC_RTC__) || defined(__HIP_PLATFORM_AMD__)
+#define BRASA_HIP 1
+#else
+#define BRASA_HIP 0
+#endif
+
+// WAVE: lanes that run in lockstep and exchange registers through shuffles. 32 on NVIDIA and
+// on AMD RDNA (gfx10/gfx11 compile for wave32 by default), 64 on AMD CDNA (gfx9). The host
+// renders it as a "#define WAVE n" line like every template parameter; 32 when it does not.
+#ifndef WAVE
+#define WAVE 32
+#endif
+static_assert(WAVE == 32 || WAVE == 64, "WAVE must be 32 or 64");
+
+// Lane i gets v from lane i ^ mask (mask < WAVE): the butterfly step of every reduction.
+template <typename T> __device__ __forceinline__ T shfl_xor(T v, int mask)
+{
+#if BRASA_HIP
+    return __shfl_xor(v, mask, WAVE);
+#else
+    return __shfl_xor_sync(0xffffffffu, v, mask);
+#endif
+}
+
+// Lane i gets v from lane src (of its own wave).
+template <typename T> __device__ __forceinline__ T shfl(T v, int src)
+{
+#if BRASA_HIP
+    return __shfl(v, src, WAVE);
+#else
+    return __shfl_sync(0xffffffffu, v, src);
+#endif
+}
+
+// Sum / max over the W lanes of a wave (W a power of two, at most WAVE); every lane gets it.
+template <int W = WAVE, typename T> __device__ __forceinline__ T wave_sum(T v)
+{
+#pragma unroll
+    for (int o = W / 2; o > 0; o >>= 1)
+        v += shfl_xor(v, o);
+    return v;
+}
+template <int W = WAVE> __device__ __forceinline__ float wave_max(float v)
+{
+#pragma unroll
+    for (int o = W / 2; o > 0; o >>= 1)
+        v = fmaxf(v, shfl_xor(v, o));
+    return v;
+}
+
+__device__ __forceinline__ int lane_id() { return (int)(threadIdx.x % WAVE); }
+__device__ __forceinline__ int wave_id() { return (int)(threadIdx.x / WAVE); }
+
+// IEEE half <-> float, round to nearest even. NVIDIA: one cvt instruction each. AMD: clang's
+// _Float16, which compiles to v_cvt_f32_f16 / v_cvt_f16_f32.
+__device__ __forceinline__ float port_h2f(unsigned short h)
+{
+#if BRASA_HIP
+    return (float)__builtin_bit_cast(_Float16, h);
+#else
+    float f;
+    asm("{.reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t;}" : "=f"(f) : "h"(h));
+    return f;
+#endif
+}
+__device__ __forceinline__ unsigned short port_f2h(float f)
+{
+#if BRASA_HIP
+    return __builtin_bit_cast(unsigned short, (_Float16)f);
+#else
+    unsigned short h;
+    asm("{.reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t;}" : "=h"(h) : "f"(f));
+    return h;
+#endif
+}
+
+// c + the dot product of the four signed bytes of a and of b. NVIDIA: dp4a. AMD: the device
+// library's sdot4, which picks the target's dot instruction (or plain multiplies).
+#if BRASA_HIP
+typedef char port_char4 __attribute__((ext_vector_type(4)));
+extern "C" __device__ int __ockl_sdot4(port_char4, port_char4, int, bool);
+#endif
+__device__ __forceinline__ int dot4_i8(int a, int b, int c)
+{
+#if BRASA_HIP
+    return __ockl_sdot4(__builtin_bit_cast(port_char4, a), __builtin_bit_cast(port_char4, b), c,
+                        false);
+#else
+    return __dp4a(a, b, c);
+#endif
+}
