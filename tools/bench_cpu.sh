@@ -11,7 +11,8 @@ make -s BUILD="$build" "$build/brasa" "$build/bench/bench_quant" >/dev/null
 dir=$(mktemp -d "${TMPDIR:-/tmp}/brasa-bench-XXXXXX")
 trap 'rm -rf "$dir"' EXIT INT TERM
 if [ -z "$BW" ]; then
-  BW=$("$build/bench/bench_quant" 2>/dev/null | sed -n 's/^read bandwidth.* threads \([0-9.]*\) GB\/s.*/\1/p' | head -n 1)
+  # the first line of bench_quant is the read bandwidth; stop it there
+  BW=$("$build/bench/bench_quant" 2>/dev/null | sed -n '/^read bandwidth/{s/.* threads \([0-9.]*\) GB\/s.*/\1/p;q}')
 fi
 echo "commit $(git rev-parse --short HEAD 2>/dev/null), $(nproc) cores, read bandwidth ${BW} GB/s"
 t=${THREADS:+-t $THREADS}
