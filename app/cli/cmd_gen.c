@@ -636,9 +636,10 @@ int cmd_logits(int argc, char **argv)
                 brasa_session_n_ctx(s));
         goto out;
     }
-    /* Bounded memory: at most FEED_CHUNK rows at a time; the whole prompt in one pass when it fits
-     * (as the golden logits were made). */
-    int chunk = n <= 4 * FEED_CHUNK ? n : FEED_CHUNK;
+    /* The whole prompt in one pass (as the golden logits were made) when its rows take at most
+     * 256 MiB, else passes of that size. */
+    long max_rows = (256l << 20) / (4l * info.n_vocab);
+    int chunk = n <= max_rows ? n : (int)(max_rows > 0 ? max_rows : 1);
     rows = malloc((size_t)chunk * (size_t)info.n_vocab * sizeof *rows);
     f = fopen(a.out, "wb");
     if (!rows || !f) {
