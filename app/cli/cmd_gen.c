@@ -868,7 +868,10 @@ int cmd_perplexity(int argc, char **argv)
         }
     }
     s = new_session("perplexity", m, &a, n_ctx);
-    rows = malloc((size_t)n_scored * (size_t)nv * sizeof *rows);
+    /* Scored rows in passes of at most 256 MiB. */
+    long max_rows = (256l << 20) / (4l * nv);
+    int pass = n_scored <= max_rows ? n_scored : (int)(max_rows > 0 ? max_rows : 1);
+    rows = malloc((size_t)pass * (size_t)nv * sizeof *rows);
     lp = malloc((size_t)nv * sizeof *lp);
     h16 = malloc((size_t)nv * sizeof *h16);
     if (!s || !rows || !lp || !h16)
@@ -884,20 +887,24 @@ int cmd_perplexity(int argc, char **argv)
             w[0] = tok_bos(tok);
         brasa_session_reset(s);
         brasa_status st = feed(s, w, first, NULL, nv, &err);
-        if (st == BRASA_OK)
-            st = feed(s, w + first, n_scored, rows, nv, &err);
+        /* Row j of a pass starting at position p0 predicts the token at p0 + j + 1; the last
+         * position of the window predicts nothing scored. */
+        for (int p0 = first; p0 < n_ctx && st == BRASA_OK; p0 += pass) {
+            int k = n_ctx - p0 < pass ? n_ctx - p0 : pass;
+            st = feed(s, w + p0, k, rows, nv, &err);
+            for (int j = 0; j < k && p0 + j + 1 < n_ctx && st == BRASA_OK; j++) {
+                if (!score_row(rows + (size_t)j * nv, nv, w[p0 + j + 1], lp, h16, save, base, &acc)) {
+                    w[0] = saved;
+                    fprintf(stderr, "brasa perplexity: %s: %s\n", save ? a.kld_base : a.kld,
+                            save ? "write failed" : "ends early");
+                    goto out;
+                }
+            }
+        }
         w[0] = saved;
         if (st != BRASA_OK) {
             fprintf(stderr, "brasa perplexity: %s\n", err.msg);
             goto out;
-        }
-        /* Row j (position first + j) predicts the token at first + j + 1. */
-        for (int j = 0; j + 1 < n_scored; j++) {
-            if (!score_row(rows + (size_t)j * nv, nv, w[first + j + 1], lp, h16, save, base, &acc)) {
-                fprintf(stderr, "brasa perplexity: %s: %s\n", save ? a.kld_base : a.kld,
-                        save ? "write failed" : "ends early");
-                goto out;
-            }
         }
         /* Running perplexity, about 16 times over the run (llama.cpp prints every window). */
         int step = n_chunk / 16 > 1 ? n_chunk / 16 : 1;
