@@ -15,7 +15,7 @@ brasa_status plat_read_file(const char *path, size_t max_size, char **data, size
     FILE *f = plat_fopen(path, "rb");
     if (!f)
         return brasa_fail(err, BRASA_EIO, "cannot open '%s': %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
+    size_t cap = max_size < ((size_t)1 << 16) ? max_size : (size_t)1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     if (!buf) {
         fclose(f);
@@ -23,6 +23,9 @@ brasa_status plat_read_file(const char *path, size_t max_size, char **data, size
     }
     for (;;) {
         if (n == cap) {
+            /* full at the limit: fine if the file ends exactly here */
+            if (cap >= max_size && fgetc(f) == EOF)
+                break;
             if (cap >= max_size) {
                 free(buf);
                 fclose(f);
