@@ -176,4 +176,4 @@ clean:
 format:
 	clang-format -i $(SRC) $(CLI_SRC) $(TEST_SRC) $(wildcard src/*/*.h)
 
--include $(SERVER_OBJ:.o=.d) $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d) $(TEST_COMMON_OBJ:.o=.d)
+-include $(SERVER_OBJ:.o=.d) $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d) $(TEST_COMMON_OBJ:.o=.d) $(BENCHES:=.d)
