@@ -307,8 +307,10 @@ static brasa_status get_mv(struct gpu *g, uint32_t wtype, int nc, int glu,
                               .ncv = (int)v[k].defs[2].value};
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
             continue;
-        int regs = 0;
-        if ((st = jit_function(&g->jit, m.mod, "matvec", &m.fn, &regs, NULL, err)) != BRASA_OK) {
+        int regs = 0, local = 0;
+        /* the last candidate is taken even if it spills (slower, but it runs) */
+        if ((st = jit_function(&g->jit, m.mod, "matvec", &m.fn, &regs, k == nv - 1 ? &local : NULL,
+                               err)) != BRASA_OK) {
             if (g->o.verbose)
                 fprintf(stderr, "brasa: rejected matvec type %u NW=%d NC=%d: %s\n", wtype, m.nw,
                         m.ncv, err->msg);
@@ -316,8 +318,8 @@ static brasa_status get_mv(struct gpu *g, uint32_t wtype, int nc, int glu,
             continue;
         }
         if (g->o.verbose)
-            fprintf(stderr, "brasa: matvec type %u%s: NW=%d NC=%d (%d registers)\n", wtype,
-                    glu ? " gate+up" : "", m.nw, m.ncv, regs);
+            fprintf(stderr, "brasa: matvec type %u%s: NW=%d NC=%d (%d registers, %d local bytes)\n",
+                    wtype, glu ? " gate+up" : "", m.nw, m.ncv, regs, local);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
         return BRASA_OK;

@@ -103,13 +103,15 @@ __device__ __forceinline__ void load_sub(const u8 *row, int s, int q[8], float &
 #endif
 
 #if INT_PATH
-// acc[c] += the dot of sub-block s of one weight row with column c0+c of the activation
-__device__ __forceinline__ void dot_sub(const u8 *wr, int s, const i8 *xq, const float *xd,
+struct wsub {
+    int q[8];
+    float lo, hi, mn;
+};
+
+// acc[c] += the dot of loaded sub-block s of a weight row with column c0+c of the activation
+__device__ __forceinline__ void dot_sub(const wsub &w, int s, const i8 *xq, const float *xd,
                                         int k, int c0, int ncols, float *acc)
 {
-    int q[8];
-    float s_lo, s_hi, mn;
-    load_sub(wr, s, q, s_lo, s_hi, mn);
     int nsub = k >> 5;
 #pragma unroll
     for (int c = 0; c < NC; c++) {
@@ -117,16 +119,16 @@ __device__ __forceinline__ void dot_sub(const u8 *wr, int s, const i8 *xq, const
             const int4 *ap = (const int4 *)(xq + (i64)(c0 + c) * k + 32 * s);
             int4 a0 = ap[0], a1 = ap[1];
             int lo = 0, hi = 0;
-            lo = __dp4a(q[0], a0.x, lo);
-            lo = __dp4a(q[1], a0.y, lo);
-            lo = __dp4a(q[2], a0.z, lo);
-            lo = __dp4a(q[3], a0.w, lo);
-            hi = __dp4a(q[4], a1.x, hi);
-            hi = __dp4a(q[5], a1.y, hi);
-            hi = __dp4a(q[6], a1.z, hi);
-            hi = __dp4a(q[7], a1.w, hi);
-            float v = s_lo * (float)lo + s_hi * (float)hi;
-            if (mn != 0.0f) {
+            lo = __dp4a(w.q[0], a0.x, lo);
+            lo = __dp4a(w.q[1], a0.y, lo);
+            lo = __dp4a(w.q[2], a0.z, lo);
+            lo = __dp4a(w.q[3], a0.w, lo);
+            hi = __dp4a(w.q[4], a1.x, hi);
+            hi = __dp4a(w.q[5], a1.y, hi);
+            hi = __dp4a(w.q[6], a1.z, hi);
+            hi = __dp4a(w.q[7], a1.w, hi);
+            float v = w.lo * (float)lo + w.hi * (float)hi;
+            if (w.mn != 0.0f) {
                 int sa = 0;
                 sa = __dp4a(0x01010101, a0.x, sa);
                 sa = __dp4a(0x01010101, a0.y, sa);
@@ -136,7 +138,7 @@ __device__ __forceinline__ void dot_sub(const u8 *wr, int s, const i8 *xq, const
                 sa = __dp4a(0x01010101, a1.y, sa);
                 sa = __dp4a(0x01010101, a1.z, sa);
                 sa = __dp4a(0x01010101, a1.w, sa);
-                v -= mn * (float)sa;
+                v -= w.mn * (float)sa;
             }
             acc[c] += xd[(i64)(c0 + c) * nsub + s] * v;
         }
@@ -144,13 +146,59 @@ __device__ __forceinline__ void dot_sub(const u8 *wr, int s, const i8 *xq, const
 }
 #endif
 
-// One weight row against NC columns; lanes stride over the row.
+#if QT == T_F16 || QT == T_BF16
+// 8 weights (16 bytes at element e) against NC columns
+__device__ __forceinline__ void dot8(uint4 wv, const float *xf, int e, int k, int c0, int ncols,
+                                     float *acc)
+{
+    u32 ww[4] = {wv.x, wv.y, wv.z, wv.w};
+    float wf[8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+#if QT == T_F16
+        wf[2 * i] = h2f((u16)(ww[i] & 0xffff));
+        wf[2 * i + 1] = h2f((u16)(ww[i] >> 16));
+#else
+        wf[2 * i] = bf2f((u16)(ww[i] & 0xffff));
+        wf[2 * i + 1] = bf2f((u16)(ww[i] >> 16));
+#endif
+    }
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (c0 + c < ncols) {
+            const float4 *xp = (const float4 *)(xf + (i64)(c0 + c) * k + e);
+            float4 x0 = xp[0], x1 = xp[1];
+            acc[c] += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w + wf[4] * x1.x +
+                      wf[5] * x1.y + wf[6] * x1.z + wf[7] * x1.w;
+        }
+}
+#endif
+
+#ifndef UNROLL
+#define UNROLL (NC == 1 ? 4 : 2)
+#endif
+
+// One weight row against NC columns; lanes stride over the row, UNROLL steps' weight loads
+// issued before the first use (bytes in flight are what a memory-bound product needs).
 __device__ __forceinline__ void row_dot(const u8 *wr, const void *xa, const float *xd, int k,
                                         int c0, int ncols, int lane, float *acc)
 {
 #if INT_PATH
-    for (int s = lane; s < (k >> 5); s += 32)
-        dot_sub(wr, s, (const i8 *)xa, xd, k, c0, ncols, acc);
+    int nsub = k >> 5, s = lane;
+    for (; s + 32 * (UNROLL - 1) < nsub; s += 32 * UNROLL) {
+        wsub w[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            load_sub(wr, s + 32 * u, w[u].q, w[u].lo, w[u].hi, w[u].mn);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            dot_sub(w[u], s + 32 * u, (const i8 *)xa, xd, k, c0, ncols, acc);
+    }
+    for (; s < nsub; s += 32) {
+        wsub w;
+        load_sub(wr, s, w.q, w.lo, w.hi, w.mn);
+        dot_sub(w, s, (const i8 *)xa, xd, k, c0, ncols, acc);
+    }
 #else
     const float *xf = (const float *)xa;
 #if QT == T_F32
@@ -164,30 +212,19 @@ __device__ __forceinline__ void row_dot(const u8 *wr, const void *xa, const floa
                 acc[c] += wf[0] * xv.x + wf[1] * xv.y + wf[2] * xv.z + wf[3] * xv.w;
             }
     }
-#else // F16, BF16: 8 elements (16 bytes) per lane per step
-    for (int e = lane * 8; e < k; e += 256) {
-        uint4 wv = *(const uint4 *)(wr + 2 * (i64)e);
-        u32 ww[4] = {wv.x, wv.y, wv.z, wv.w};
-        float wf[8];
+#else // F16, BF16: 8 elements (16 bytes) per lane per step, UNROLL steps in flight
+    int e = lane * 8;
+    for (; e + 256 * (UNROLL - 1) < k; e += 256 * UNROLL) {
+        uint4 wv[UNROLL];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-#if QT == T_F16
-            wf[2 * i] = h2f((u16)(ww[i] & 0xffff));
-            wf[2 * i + 1] = h2f((u16)(ww[i] >> 16));
-#else
-            wf[2 * i] = bf2f((u16)(ww[i] & 0xffff));
-            wf[2 * i + 1] = bf2f((u16)(ww[i] >> 16));
-#endif
-        }
+        for (int u = 0; u < UNROLL; u++)
+            wv[u] = *(const uint4 *)(wr + 2 * (i64)(e + 256 * u));
 #pragma unroll
-        for (int c = 0; c < NC; c++)
-            if (c0 + c < ncols) {
-                const float4 *xp = (const float4 *)(xf + (i64)(c0 + c) * k + e);
-                float4 x0 = xp[0], x1 = xp[1];
-                acc[c] += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w +
-                          wf[4] * x1.x + wf[5] * x1.y + wf[6] * x1.z + wf[7] * x1.w;
-            }
+        for (int u = 0; u < UNROLL; u++)
+            dot8(wv[u], xf, e + 256 * u, k, c0, ncols, acc);
     }
+    for (; e < k; e += 256)
+        dot8(*(const uint4 *)(wr + 2 * (i64)e), xf, e, k, c0, ncols, acc);
 #endif
 #endif
 }

@@ -95,3 +95,15 @@ __device__ __forceinline__ int dot4_i8(int a, int b, int c)
     return __dp4a(a, b, c);
 #endif
 }
+
+// Byte-wise a - b (mod 256 in each of the four bytes). NVIDIA: one vsub4. AMD: the SWAR
+// identity (borrows kept inside each byte by the top bits).
+__device__ __forceinline__ unsigned vsub4(unsigned a, unsigned b)
+{
+#if BRASA_HIP
+    unsigned d = (a | 0x80808080u) - (b & 0x7f7f7f7fu);
+    return d ^ ((a ^ ~b) & 0x80808080u);
+#else
+    return __vsub4(a, b);
+#endif
+}
