@@ -1,5 +1,6 @@
 /* brasa: GGUF file in, tokens out. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -30,12 +31,48 @@ static void usage(FILE *f)
     fprintf(f, "usage: brasa COMMAND [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n'brasa COMMAND --help' describes a command's options.\n");
+    fprintf(f, "\n'brasa COMMAND --help' describes a command's options. Every command also takes\n"
+               "--gpu cuda|hip|auto: the GPU driver to try (default auto: CUDA, then HIP;\n"
+               "the CPU when neither is present).\n");
+}
+
+/* "--gpu cuda|hip|auto" is accepted by every command: it is taken out of argv here and handed
+ * to the GPU layer as $BRASA_GPU (read where the driver is loaded, see gpu/drv_hip.h). */
+static int take_gpu_option(int *argc, char **argv)
+{
+    for (int i = 2; i < *argc; i++) {
+        const char *v = NULL;
+        int used = 1;
+        if (!strcmp(argv[i], "--gpu")) {
+            if (i + 1 >= *argc) {
+                fprintf(stderr, "brasa: --gpu needs a value: cuda, hip or auto\n");
+                return 2;
+            }
+            v = argv[i + 1];
+            used = 2;
+        } else if (!strncmp(argv[i], "--gpu=", 6)) {
+            v = argv[i] + 6;
+        } else {
+            continue;
+        }
+        if (strcmp(v, "cuda") && strcmp(v, "hip") && strcmp(v, "auto")) {
+            fprintf(stderr, "brasa: --gpu must be cuda, hip or auto (got '%s')\n", v);
+            return 2;
+        }
+        setenv("BRASA_GPU", v, 1);
+        for (int k = i; k + used <= *argc; k++)
+            argv[k] = argv[k + used];
+        *argc -= used;
+        i--;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     plat_main_init(&argc, &argv);
+    if (take_gpu_option(&argc, argv) != 0)
+        return 2;
     if (argc < 2) {
         usage(stderr);
         return 2;
