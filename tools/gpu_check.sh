@@ -32,6 +32,7 @@ if [ -x $B/tests/test_gpu ]; then
   step $B/tests/test_gpu >"$out/test_gpu.txt" 2>&1
   cat "$out/test_gpu.txt" | tail -60
   note "test_gpu: $(tail -1 "$out/test_gpu.txt")"
+  while IFS= read -r l; do note "  $l"; done < <(grep -E "check failed|FAIL|worst|GPU vs golden|GPU vs CPU" "$out/test_gpu.txt" | head -40)
 fi
 if [ -x $B/tests/test_gpu_compile ]; then
   BRASA_TEST_THREADS=$J step $B/tests/test_gpu_compile >"$out/compile.txt" 2>&1
@@ -42,7 +43,7 @@ shared=${BRASA_SHARED:-../shared}
 fx=$shared/fixtures/llama.Q4_K_M.gguf
 if [ -x $B/brasa ] && [ -f "$fx" ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
-    for g in 1 0; do
+    for g in ${SAN_GRAPH_MODES:-1 0}; do
       BRASA_VERBOSE=1 BRASA_GPU_GRAPH=$g step compute-sanitizer --tool $tool --error-exitcode 9 \
         $B/brasa run -m "$fx" -p "The quick brown fox jumps over the lazy dog" -n 4 --temp 0 \
         >"$out/san_${tool}_$g.txt" 2>&1
@@ -61,18 +62,16 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
     [ -f "$f" ] || step $B/brasa synth --arch $1 --shape $2 --type $3 -o "$f" -t "$J" >"$out/synth.log" 2>&1 \
       || { note "synth $spec failed: $(tail -2 "$out/synth.log")"; continue; }
     rm -rf "$BRASA_CACHE"  # cold kernel cache for the first load
-    t0=$(date +%s.%N)
     $B/brasa bench -m "$f" -p 512 -n 128 -r 3 >"$out/bench_$2_$3.txt" 2>&1
-    t1=$(date +%s.%N)
     cat "$out/bench_$2_$3.txt"
-    note "bench $spec: $(grep -E 'pp512|tg128' "$out/bench_$2_$3.txt" | tr -s ' ' | tr '\n' ' ') (wall $(echo "$t1 - $t0" | bc) s)"
+    note "bench $spec: $(grep -E 'pp512|tg128' "$out/bench_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
     for c in cold warm; do
       [ $c = cold ] && rm -rf "$BRASA_CACHE"
-      s0=$(date +%s.%N)
-      BRASA_VERBOSE=1 $B/brasa run -m "$f" -p "$(printf 'word %.0s' $(seq 31))" -n 1 --temp 0 \
+      s0=$(date +%s%N)
+      BRASA_VERBOSE=1 $B/brasa run -m "$f" -p "$(printf 'word %.0s' $(seq 16))" -n 1 --temp 0 \
         >"$out/run_$2_$3_$c.txt" 2>&1
-      s1=$(date +%s.%N)
-      note "$spec: load + 32-token prompt + 1 token, $c kernel cache: $(echo "$s1 - $s0" | bc) s wall; $(grep -m1 'kernels:' "$out/run_$2_$3_$c.txt" | cut -c1-160); $(grep -m1 -iE 'ttft|prompt' "$out/run_$2_$3_$c.txt" | cut -c1-120)"
+      s1=$(date +%s%N)
+      note "$spec $c kernel cache: run (load + prompt + 1 token) $(( (s1 - s0) / 1000000 )) ms wall; $(grep -m1 'kernels:' "$out/run_$2_$3_$c.txt" | cut -c8-120); $(grep -m1 -iE 'prompt' "$out/run_$2_$3_$c.txt" | tr -s ' ' | cut -c1-80)"
     done
   done
 fi
