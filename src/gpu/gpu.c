@@ -601,7 +601,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
         }
         if ((st = rng(b, x, (size_t)T * k * 4, "matmul input", i)))
             return st;
-        struct launch *l = L(b, K_QUANT, NULL, NULL, i, (unsigned)T, 1, 1, 256, 0);
+        struct launch *l = L(b, K_QUANT, NULL, NULL, i, (unsigned)T, (unsigned)((k + 2047) / 2048),
+                             1, 256, 0);
         if (!l)
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         ap(l, x);

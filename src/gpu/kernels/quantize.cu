@@ -5,8 +5,11 @@
 //           magnitude), q = min(127, round(x*iscale)), d = 1/iscale), d repeated per 32
 //   mode 2: floats rounded to F16; mode 3: to BF16; mode 4: plain copy (F32 weights)
 // Output: xq int8 [ncols][k] + xd float [ncols][k/32] (modes 0, 1), or xf float [ncols][k].
-// One block of 256 threads per column (token). Parameters: none.
+// Grid (columns, ceil(k / 2048)): blocks of 256 threads, each a 2048-element chunk of a row.
+// Parameters: none.
 #include "common.cuh"
+
+#define CHUNK 2048 // elements per block: blockIdx.y picks the chunk of the row
 
 extern "C" __global__ void __launch_bounds__(256)
 quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq, float *xd,
@@ -14,9 +17,10 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
 {
     __shared__ double sh[32];
     int c = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int e0 = blockIdx.y * CHUNK, e1 = min(k, e0 + CHUNK);
     const float *xr = x + (i64)c * k;
     float scale = 1.0f;
-    if (normw) {
+    if (normw) { // every block of the row sums the whole row (cheap, from L2)
         double s = 0;
         for (int i = threadIdx.x; i < k; i += blockDim.x)
             s += (double)(xr[i] * xr[i]);
@@ -25,7 +29,7 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
     }
 #define XV(i) (normw ? (xr[i] * scale) * normw[i] : xr[i])
     if (mode == 0) {
-        for (int b = w; b < k / 32; b += 8) {
+        for (int b = e0 / 32 + w; b < e1 / 32; b += 8) {
             float v = XV(b * 32 + lane);
             float amax = warp_max(fabsf(v));
             float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
@@ -34,7 +38,7 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
                 xd[(i64)c * (k / 32) + b] = h2f(f2h(d));
         }
     } else if (mode == 1) {
-        for (int b = w; b < k / 256; b += 8) {
+        for (int b = e0 / 256 + w; b < e1 / 256; b += 8) {
             float v[8], am = 0.0f, mx = 0.0f;
 #pragma unroll
             for (int j = 0; j < 8; j++) { // lane holds elements lane*8 .. lane*8+7
@@ -66,7 +70,7 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
                 xd[(i64)c * (k / 32) + b * 8 + lane] = am != 0.0f ? 1.0f / iscale : 0.0f;
         }
     } else {
-        for (int i = threadIdx.x; i < k; i += blockDim.x) {
+        for (int i = e0 + threadIdx.x; i < e1; i += blockDim.x) {
             float v = XV(i);
             xf[(i64)c * k + i] = mode == 2 ? h2f(f2h(v)) : mode == 3 ? bf2f(f2bf(v)) : v;
         }
