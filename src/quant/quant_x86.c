@@ -1,5 +1,10 @@
-/* SIMD kernels for x86-64 (AVX2 with FMA and F16C), compiled with per-function target
- * attributes and chosen at run time, so the build itself stays at the baseline ISA.
+/* SIMD kernels for x86-64, compiled with per-function target attributes and chosen at run time
+ * (CPUID), so the build itself stays at the baseline ISA:
+ *  - AVX2+FMA+F16C: dequantization of F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, dot products of every
+ *    format but Q2_K/Q3_K, the F16 activation conversion;
+ *  - AVX-512 (F/BW/VL/DQ): dot products of Q4_K/Q5_K/Q6_K/Q8_0/Q4_0 and their multi-column
+ *    tiles (each weight block decoded once for up to 4 activation columns; per column the same
+ *    operations as a single dot, so a batch gives exactly the single results).
  *
  * Dequantization does the same float operations as the scalar reference (a multiply, then a
  * separate subtract: never a fused multiply-add), so its results are bit-identical. The dot
