@@ -2,6 +2,7 @@
 // Rendered sources start with "#define NAME value" lines (the template's parameters);
 // everything here is plain CUDA C with no library headers, so NVRTC needs no include path.
 #pragma once
+#include "port.cuh"
 typedef unsigned char u8;
 typedef signed char i8;
 typedef unsigned short u16;
@@ -21,15 +22,11 @@ typedef long long i64;
 
 __device__ __forceinline__ float h2f(u16 h)
 {
-    float f;
-    asm("{.reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t;}" : "=f"(f) : "h"(h));
-    return f;
+    return port_h2f(h);
 }
 __device__ __forceinline__ u16 f2h(float f)
 {
-    u16 h;
-    asm("{.reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t;}" : "=h"(h) : "f"(f));
-    return h;
+    return port_f2h(f);
 }
 __device__ __forceinline__ float bf2f(u16 h) { return __uint_as_float((u32)h << 16); }
 __device__ __forceinline__ u16 f2bf(float f)
@@ -47,21 +44,21 @@ __device__ __forceinline__ float warp_sum(float v)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
+        v += shfl_xor(v, o);
     return v;
 }
 __device__ __forceinline__ double warp_sum_d(double v)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
+        v += shfl_xor(v, o);
     return v;
 }
 __device__ __forceinline__ float warp_max(float v)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+        v = fmaxf(v, shfl_xor(v, o));
     return v;
 }
 // Block-wide sums (blockDim.x a multiple of 32, at most 1024); sh holds 32 entries.
