@@ -333,8 +333,8 @@ extern "C" __global__ void argmax(const float *x, int n, int *out)
             id = i;
         }
     for (int o = 16; o > 0; o >>= 1) {
-        float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-        int i2 = __shfl_xor_sync(0xffffffffu, id, o);
+        float v2 = shfl_xor(v, o);
+        int i2 = shfl_xor(id, o);
         if (v2 > v || (v2 == v && i2 < id)) {
             v = v2;
             id = i2;
@@ -351,8 +351,8 @@ extern "C" __global__ void argmax(const float *x, int n, int *out)
         v = lane < nw ? bv[lane] : -INFINITY;
         id = lane < nw ? bi[lane] : 0x7fffffff;
         for (int o = 16; o > 0; o >>= 1) {
-            float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-            int i2 = __shfl_xor_sync(0xffffffffu, id, o);
+            float v2 = shfl_xor(v, o);
+            int i2 = shfl_xor(id, o);
             if (v2 > v || (v2 == v && i2 < id)) {
                 v = v2;
                 id = i2;

@@ -51,9 +51,9 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
             // first element of largest magnitude wins (lowest index), as ggml's scan does
             int idx = am > 0.0f ? lane * 8 : 0x7fffffff;
             for (int o = 16; o > 0; o >>= 1) {
-                float am2 = __shfl_xor_sync(0xffffffffu, am, o);
-                float mx2 = __shfl_xor_sync(0xffffffffu, mx, o);
-                int idx2 = __shfl_xor_sync(0xffffffffu, idx, o);
+                float am2 = shfl_xor(am, o);
+                float mx2 = shfl_xor(mx, o);
+                int idx2 = shfl_xor(idx, o);
                 if (am2 > am || (am2 == am && idx2 < idx)) {
                     am = am2;
                     mx = mx2;
