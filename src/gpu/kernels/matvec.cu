@@ -39,8 +39,8 @@ __device__ __forceinline__ void load_sub(const u8 *row, int s, int q[8], float &
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         u32 w = ld32u(b + 2 + 4 * i);
-        q[i] = (int)__vsub4(w & 0x0F0F0F0Fu, 0x08080808u);
-        q[4 + i] = (int)__vsub4((w >> 4) & 0x0F0F0F0Fu, 0x08080808u);
+        q[i] = (int)vsub4(w & 0x0F0F0F0Fu, 0x08080808u);
+        q[4 + i] = (int)vsub4((w >> 4) & 0x0F0F0F0Fu, 0x08080808u);
     }
     s_lo = s_hi = d;
     mn = 0.0f;
@@ -91,7 +91,7 @@ __device__ __forceinline__ void load_sub(const u8 *row, int s, int q[8], float &
     for (int i = 0; i < 8; i++) {
         u32 lw = ld32u(ql + 4 * i), hw = ld32u(qh + 4 * i);
         u32 v = ((lw >> sh) & 0x0F0F0F0Fu) | (((hw >> (2 * qu)) & 0x03030303u) << 4);
-        q[i] = (int)__vsub4(v, 0x20202020u);
+        q[i] = (int)vsub4(v, 0x20202020u);
     }
     const i8 *scp = (const i8 *)(b + 192) + 8 * half + 2 * qu;
     float d = h2f(ld16(b + 208));
@@ -119,25 +119,25 @@ __device__ __forceinline__ void dot_sub(const wsub &w, int s, const i8 *xq, cons
             const int4 *ap = (const int4 *)(xq + (i64)(c0 + c) * k + 32 * s);
             int4 a0 = ap[0], a1 = ap[1];
             int lo = 0, hi = 0;
-            lo = __dp4a(w.q[0], a0.x, lo);
-            lo = __dp4a(w.q[1], a0.y, lo);
-            lo = __dp4a(w.q[2], a0.z, lo);
-            lo = __dp4a(w.q[3], a0.w, lo);
-            hi = __dp4a(w.q[4], a1.x, hi);
-            hi = __dp4a(w.q[5], a1.y, hi);
-            hi = __dp4a(w.q[6], a1.z, hi);
-            hi = __dp4a(w.q[7], a1.w, hi);
+            lo = dot4_i8(w.q[0], a0.x, lo);
+            lo = dot4_i8(w.q[1], a0.y, lo);
+            lo = dot4_i8(w.q[2], a0.z, lo);
+            lo = dot4_i8(w.q[3], a0.w, lo);
+            hi = dot4_i8(w.q[4], a1.x, hi);
+            hi = dot4_i8(w.q[5], a1.y, hi);
+            hi = dot4_i8(w.q[6], a1.z, hi);
+            hi = dot4_i8(w.q[7], a1.w, hi);
             float v = w.lo * (float)lo + w.hi * (float)hi;
             if (w.mn != 0.0f) {
                 int sa = 0;
-                sa = __dp4a(0x01010101, a0.x, sa);
-                sa = __dp4a(0x01010101, a0.y, sa);
-                sa = __dp4a(0x01010101, a0.z, sa);
-                sa = __dp4a(0x01010101, a0.w, sa);
-                sa = __dp4a(0x01010101, a1.x, sa);
-                sa = __dp4a(0x01010101, a1.y, sa);
-                sa = __dp4a(0x01010101, a1.z, sa);
-                sa = __dp4a(0x01010101, a1.w, sa);
+                sa = dot4_i8(0x01010101, a0.x, sa);
+                sa = dot4_i8(0x01010101, a0.y, sa);
+                sa = dot4_i8(0x01010101, a0.z, sa);
+                sa = dot4_i8(0x01010101, a0.w, sa);
+                sa = dot4_i8(0x01010101, a1.x, sa);
+                sa = dot4_i8(0x01010101, a1.y, sa);
+                sa = dot4_i8(0x01010101, a1.z, sa);
+                sa = dot4_i8(0x01010101, a1.w, sa);
                 v -= w.mn * (float)sa;
             }
             acc[c] += xd[(i64)(c0 + c) * nsub + s] * v;
