@@ -9,6 +9,7 @@
 
 #include "core/platform.h"
 #include "gpu/drv.h"
+#include "gpu/drv_hip.h"
 #include "gpu/jit.h"
 #include "gpu/kcache.h"
 #include "gpu/mem.h"
@@ -189,7 +190,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     if ((e = getenv("BRASA_VERBOSE")) && *e && strcmp(e, "0") != 0)
         g->o.verbose = true;
     pthread_mutex_init(&g->mu, NULL);
-    brasa_status st = drv_load(&g->d, err);
+    brasa_status st = drv_open(&g->d, NULL, err); /* $BRASA_GPU: cuda, hip or auto */
     if (st != BRASA_OK) {
         free(g);
         return st;

@@ -7,6 +7,7 @@
 
 #include "core/embed.h"
 #include "core/platform.h"
+#include "gpu/drv_hip.h"
 #include "gpu/kcache.h"
 
 brasa_status jit_render(const char *tmpl, const struct jit_def *defs, int n, char **out,
@@ -58,9 +59,8 @@ brasa_status jit_compile(const struct drv *d, const char *src, const char *tmpl,
         return brasa_fail(err, BRASA_EDEVICE, "nvrtcCreateProgram(%s): %s", tmpl,
                           d->nvrtcGetErrorString(r));
     char archopt[32];
-    snprintf(archopt, sizeof archopt, "--gpu-architecture=sm_%d", arch);
-    const char *opts[] = {archopt, "--std=c++17", "-default-device", "--fmad=true", "-lineinfo"};
-    int nopt = lineinfo ? 5 : 4;
+    const char *opts[8];
+    int nopt = drv_rtc_options(d, arch, lineinfo, opts, archopt, sizeof archopt);
     r = d->nvrtcCompileProgram(prog, nopt, opts);
     brasa_status st = BRASA_OK;
     if (r != 0) {
