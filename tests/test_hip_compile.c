@@ -1,0 +1,225 @@
+/* Every kernel variant brasa can choose (gpu_all_variants) compiles for AMD GPUs with hipcc:
+ * for gfx1030 (RDNA2) to a linked code object, as hiprtc would produce at run time; for
+ * gfx1100 (RDNA3) to a linked code object when the installed ROCm device library has gfx11
+ * bitcode, else to ISA assembly only (every function compiled by the gfx1100 back end, calls
+ * into the device library left unresolved), and the output says so. A compile error fails.
+ * Needs hipcc (Debian: hipcc, libamdhip64-dev, rocm-device-libs); SKIPs loudly without it, on
+ * Windows, and under sanitizers (the plain build runs it). BRASA_HIPCC picks the compiler. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/embed.h"
+#include "core/platform.h"
+#include "gpu/drv_hip.h"
+#include "gpu/jit.h"
+#include "gpu/variants.h"
+#include "test.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
+
+/* What hiprtc provides implicitly, hipcc gets from hip_runtime.h; device code only. */
+#define HIPCC_FLAGS "--cuda-device-only -O3 -std=c++17 -include hip/hip_runtime.h -Wno-macro-redefined"
+
+static const char *hipcc(void)
+{
+    const char *e = getenv("BRASA_HIPCC");
+    return e && *e ? e : "hipcc";
+}
+
+/* Runs cmd through sh; returns its exit status and its output (first cap-1 bytes). */
+static int run(const char *cmd, char *out, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = 0;
+    int c;
+    while ((c = fgetc(p)) != EOF)
+        if (n + 1 < cap)
+            out[n++] = (char)c;
+    out[n] = 0;
+    int st = pclose(p);
+    return st == -1 ? -1 : (st >> 8) & 0xff;
+}
+
+static void write_file(const char *dir, const char *name, const char *data, size_t n, int *bad)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n)
+        (*bad)++;
+    if (f)
+        fclose(f);
+}
+
+/* Compiles every v*.hip in dir for arch, two at a time; returns the number that failed and
+ * prints the first failures' logs. mode "-c" links the code object, "-S" stops at ISA. */
+static int compile_all(const char *dir, const char *arch, const char *mode, const char *extra,
+                       int n_variants)
+{
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && ls v*.hip | xargs -P 2 -n 1 sh -c '%s %s %s --offload-arch=%s %s \"$0\" "
+             "-o \"$0.%s.out\" >\"$0.%s.log\" 2>&1 || echo \"$0\"'",
+             dir, hipcc(), HIPCC_FLAGS, extra, arch, mode, arch, arch);
+    run(cmd, out, sizeof out);
+    int failed = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (++failed > 3)
+            continue;
+        char log[1024], show[2048];
+        snprintf(show, sizeof show, "head -c 1500 '%s/%s.%s.log'", dir, line, arch);
+        run(show, log, sizeof log);
+        fprintf(stderr, "  %s %s failed:\n%s\n", line, arch, log);
+    }
+    /* every variant must have produced its output */
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '\\.%s\\.out$'", dir, arch);
+    run(cmd, out, sizeof out);
+    int made = atoi(out);
+    if (made + failed != n_variants && failed == 0)
+        failed = n_variants - made;
+    return failed;
+}
+
+TEST(hipcc_compiles_every_variant)
+{
+#ifdef _WIN32
+    SKIP("the HIP compile check runs on Linux");
+#endif
+#ifdef UNDER_SANITIZER
+    SKIP("the HIP compile check runs in the plain build");
+#endif
+    char out[4096], cmd[1024];
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1 && %s --version 2>/dev/null | grep -i "
+                              "-E 'HIP version|clang version'", hipcc(), hipcc());
+    if (run(cmd, out, sizeof out) != 0) {
+        fprintf(stderr, "\n  ********************************************************\n"
+                        "  ** HIP KERNEL COMPILE CHECK NOT RUN: %s not found\n"
+                        "  ** (apt-get install hipcc libamdhip64-dev rocm-device-libs)\n"
+                        "  ********************************************************\n",
+                hipcc());
+        SKIP("no hipcc");
+    }
+    for (char *p = out; *p; p++)
+        if (*p == '\n')
+            *p = *(p + 1) ? ';' : 0;
+    char dir[] = "/tmp/brasa-test-hip-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    int bad = 0;
+    /* the headers the templates include, as hiprtc would be given them */
+    for (const struct embedded_file *f = embedded_files; f->path; f++) {
+        size_t l = strlen(f->path);
+        if (l > 4 && strcmp(f->path + l - 4, ".cuh") == 0)
+            write_file(dir, strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path, f->data,
+                       f->size, &bad);
+    }
+    struct gpu_variant v[256];
+    int n = gpu_all_variants(v, 256);
+    REQUIRE(n > 0);
+    for (int i = 0; i < n; i++) {
+        struct brasa_err err = {{0}};
+        char *src = NULL, name[32];
+        REQUIRE(jit_render(v[i].tmpl, v[i].defs, v[i].n_defs, &src, &err) == BRASA_OK);
+        snprintf(name, sizeof name, "v%03d.hip", i);
+        write_file(dir, name, src, strlen(src), &bad);
+        free(src);
+    }
+    REQUIRE(bad == 0);
+    double t0 = plat_now();
+    int f1030 = compile_all(dir, "gfx1030", "-c", "", n);
+    double t1 = plat_now();
+    /* gfx1100: does this ROCm have its device library? (Debian's 5.2 does not) */
+    char probe[1200];
+    snprintf(probe, sizeof probe,
+             "cd '%s' && %s %s --offload-arch=gfx1100 -c v000.hip -o probe.out 2>&1 | "
+             "grep -c 'cannot find ROCm device library'",
+             dir, hipcc(), HIPCC_FLAGS);
+    run(probe, out + 2048, 64);
+    int no_lib = atoi(out + 2048) > 0;
+    int f1100 = no_lib ? compile_all(dir, "gfx1100", "-S", "-nogpulib", n)
+                       : compile_all(dir, "gfx1100", "-c", "", n);
+    double t2 = plat_now();
+    printf("  %s\n", out);
+    printf("  gfx1030: %d of %d variants compiled and linked (%.0f s)\n", n - f1030, n, t1 - t0);
+    printf("  gfx1100: %d of %d variants compiled %s (%.0f s)\n", n - f1100, n,
+           no_lib ? "to ISA only: this ROCm's device library has no gfx11 bitcode, so calls "
+                    "into it stay unresolved"
+                  : "and linked",
+           t2 - t1);
+    CHECKF(f1030 == 0, "%d variants failed for gfx1030", f1030);
+    CHECKF(f1100 == 0, "%d variants failed for gfx1100", f1100);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (f1030 == 0 && f1100 == 0)
+        run(cmd, out, sizeof out);
+    else
+        fprintf(stderr, "  sources and logs kept in %s\n", dir);
+}
+
+/* The run-time path: hiprtc, reached through the driver table that drv_hip fills, compiles
+ * one variant of each template for gfx1030 (no GPU needed to compile). */
+TEST(hiprtc_through_the_driver_table)
+{
+#ifdef UNDER_SANITIZER
+    SKIP("run by the plain build");
+#endif
+    static struct drv d;
+    struct brasa_err err = {{0}};
+    if (drv_load_hiprtc(&d, &err) != BRASA_OK)
+        SKIP("no hiprtc");
+    CHECK(drv_is_hip(&d));
+    const char *hn[16], *hs[16];
+    int nh = 0;
+    for (const struct embedded_file *f = embedded_files; f->path && nh < 16; f++) {
+        size_t l = strlen(f->path);
+        if (l > 4 && strcmp(f->path + l - 4, ".cuh") == 0) {
+            hn[nh] = strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path;
+            hs[nh++] = f->data;
+        }
+    }
+    struct gpu_variant v[256];
+    int n = gpu_all_variants(v, 256), done = 0;
+    const char *seen[16];
+    int n_seen = 0;
+    for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int k = 0; k < n_seen; k++)
+            dup |= !strcmp(seen[k], v[i].tmpl);
+        if (dup || n_seen == 16)
+            continue;
+        seen[n_seen++] = v[i].tmpl;
+        char *src = NULL;
+        REQUIRE(jit_render(v[i].tmpl, v[i].defs, v[i].n_defs, &src, &err) == BRASA_OK);
+        nvrtcProgram p;
+        REQUIRE(d.nvrtcCreateProgram(&p, src, v[i].tmpl, nh, hs, hn) == 0);
+        const char *opts[8];
+        char ab[32];
+        int no = drv_rtc_options(&d, 0, false, opts, ab, sizeof ab);
+        opts[no++] = "--gpu-architecture=gfx1030";
+        int r = d.nvrtcCompileProgram(p, no, opts);
+        size_t ls = 0, cs = 0;
+        d.nvrtcGetProgramLogSize(p, &ls);
+        char *log = calloc(ls + 1, 1);
+        if (log)
+            d.nvrtcGetProgramLog(p, log);
+        d.nvrtcGetCUBINSize(p, &cs);
+        CHECKF(r == 0 && cs > 0, "%s: %s\n%.1500s", v[i].tmpl, d.nvrtcGetErrorString(r),
+               log ? log : "");
+        done += r == 0 && cs > 0;
+        free(log);
+        d.nvrtcDestroyProgram(&p);
+        free(src);
+    }
+    printf("  hiprtc (%s): %d of %d templates compiled for gfx1030\n", d.nvrtc_path + 4, done,
+           n_seen);
+    drv_unload(&d);
+}
+
+TEST_MAIN(T(hiprtc_through_the_driver_table), T(hipcc_compiles_every_variant))
