@@ -67,7 +67,7 @@ struct wmap {
 struct mv_kernel {
     uint32_t wtype;
     int nc;          /* requested columns per pass */
-    int glu;
+    int glu, ks;
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
     CUmodule mod;
     CUfunction fn;
@@ -286,25 +286,27 @@ void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *
 }
 
 /* The matvec kernel for a weight type: the first variant that compiles and does not spill. */
-static brasa_status get_mv(struct gpu *g, uint32_t wtype, int nc, int glu,
+static brasa_status get_mv(struct gpu *g, uint32_t wtype, int nc, int glu, int ks,
                            struct mv_kernel **out, struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
-        if (g->mv[i].wtype == wtype && g->mv[i].nc == nc && g->mv[i].glu == glu) {
+        if (g->mv[i].wtype == wtype && g->mv[i].nc == nc && g->mv[i].glu == glu &&
+            g->mv[i].ks == ks) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
     if (g->n_mv == 32)
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[4];
-    int nv = gpu_matvec_variants(wtype, nc, glu, v, 4);
+    int nv = gpu_matvec_variants(wtype, nc, glu, ks, v, 4);
     if (nv == 0)
         return brasa_fail(err, BRASA_EUNSUPPORTED,
                           "weight type %u has no GPU matrix kernel (supported: F32, F16, BF16, "
                           "Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)", wtype);
     brasa_status st = BRASA_OK;
     for (int k = 0; k < nv; k++) {
-        struct mv_kernel m = {.wtype = wtype, .nc = nc, .glu = glu, .nw = (int)v[k].defs[1].value,
+        struct mv_kernel m = {.wtype = wtype, .nc = nc, .glu = glu, .ks = ks,
+                              .nw = (int)v[k].defs[1].value,
                               .ncv = (int)v[k].defs[2].value};
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
             continue;
@@ -619,7 +621,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
     }
     struct mv_kernel *mv = NULL;
     int glu = b->glu[i] >= 0;
-    if ((st = get_mv(g, w->type, T > 1 ? 8 : 1, glu, &mv, b->err)) != BRASA_OK)
+    /* long rows and few of them (the FFN down projection): 4 warps share each row */
+    int ks = T == 1 && !glu && b->mnext[i] < 0 && rows < 8192 && k >= 8192 ? 4 : 1;
+    if ((st = get_mv(g, w->type, T > 1 ? 8 : 1, glu, ks, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
     /* the launch's weights: this matmul and those chained to it (q, k, v; or gate, up) */
     int mm[3] = {i, -1, -1}, nm = 1;
@@ -650,7 +654,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
     }
     int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
     long tot = glu ? rows : (long)r[0] + r[1] + r[2];
-    unsigned nrb = (unsigned)((tot + mv->nw - 1) / mv->nw), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);
+    int rpb = mv->nw / mv->ks; /* rows per block */
+    unsigned nrb = (unsigned)((tot + rpb - 1) / rpb), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);
     int tf = nct > 1 && nrb <= 65535;
     struct launch *l = L(b, -1, mv->fn, glu ? "matvec_glu" : nm > 1 ? "matvec_multi" : "matvec",
                          dst, tf ? nct : nrb, tf ? nrb : nct, 1, (unsigned)mv->nw * 32, 0);

@@ -8,7 +8,7 @@ const unsigned gpu_matvec_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_B
                                      GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
 const int gpu_n_matvec_types = (int)(sizeof gpu_matvec_types / sizeof gpu_matvec_types[0]);
 
-int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap)
+int gpu_matvec_variants(unsigned wtype, int nc, int glu, int ks, struct gpu_variant *out, int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
@@ -23,8 +23,13 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
         ncs[1] = nc / 2;
     }
     for (int v = 0; v < 2; v++)
-        out[v] = (struct gpu_variant){
-            "matvec.cu", 4, {{"QT", (long)wtype}, {"NW", nw[v]}, {"NC", ncs[v]}, {"GLU", glu}}};
+        out[v] = (struct gpu_variant){"matvec.cu",
+                                      5,
+                                      {{"QT", (long)wtype},
+                                       {"NW", ks > 1 ? 4 : nw[v]},
+                                       {"NC", ncs[v]},
+                                       {"GLU", glu},
+                                       {"KS", ks}}};
     return 2;
 }
 
@@ -38,6 +43,7 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int nc = 1; nc <= 8; nc += 7)
             for (int glu = 0; glu < 2; glu++)
-                n += gpu_matvec_variants(gpu_matvec_types[i], nc, glu, out + n, cap - n);
+                for (int ks = 1; ks <= (nc == 1 && !glu ? 4 : 1); ks += 3)
+                    n += gpu_matvec_variants(gpu_matvec_types[i], nc, glu, ks, out + n, cap - n);
     return n;
 }

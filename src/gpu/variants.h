@@ -5,7 +5,7 @@
 #define BRASA_GPU_VARIANTS_H
 #include "gpu/jit.h"
 
-#define GV_MAX_DEFS 4
+#define GV_MAX_DEFS 5
 
 struct gpu_variant {
     const char *tmpl;                 /* "matvec.cu" */
@@ -14,9 +14,9 @@ struct gpu_variant {
 };
 
 /* Candidates for matvec of weight type wtype with nc columns per pass (1: decode, 8:
- * batches), plain or gate+up SwiGLU (glu); returns their count (0 if the type has no kernel)
+ * batches), plain or gate+up SwiGLU (glu), ks warps per row (4: long rows, few of them); returns their count (0 if the type has no kernel)
  * and fills out[0..count). */
-int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap);
+int gpu_matvec_variants(unsigned wtype, int nc, int glu, int ks, struct gpu_variant *out, int cap);
 /* All variants (for the compile test): fills out, returns the count. */
 int gpu_all_variants(struct gpu_variant *out, int cap);
 /* Weight types with a matvec kernel. */

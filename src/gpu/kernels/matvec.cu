@@ -175,8 +175,12 @@ __device__ __forceinline__ void dot8(uint4 wv, const float *xf, int e, int k, in
 #endif
 
 #ifndef UNROLL
-#define UNROLL (NC == 1 ? 4 : 2)
+#define UNROLL 1
 #endif
+#ifndef KS
+#define KS 1 // warps per row (split along k; long rows with few of them)
+#endif
+#define SL (32 * KS) // lanes per row
 
 // One weight row against NC columns; lanes stride over the row, UNROLL steps' weight loads
 // issued before the first use (bytes in flight are what a memory-bound product needs).
@@ -185,16 +189,16 @@ __device__ __forceinline__ void row_dot(const u8 *wr, const void *xa, const floa
 {
 #if INT_PATH
     int nsub = k >> 5, s = lane;
-    for (; s + 32 * (UNROLL - 1) < nsub; s += 32 * UNROLL) {
+    for (; s + SL * (UNROLL - 1) < nsub; s += SL * UNROLL) {
         wsub w[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
-            load_sub(wr, s + 32 * u, w[u].q, w[u].lo, w[u].hi, w[u].mn);
+            load_sub(wr, s + SL * u, w[u].q, w[u].lo, w[u].hi, w[u].mn);
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
-            dot_sub(w[u], s + 32 * u, (const i8 *)xa, xd, k, c0, ncols, acc);
+            dot_sub(w[u], s + SL * u, (const i8 *)xa, xd, k, c0, ncols, acc);
     }
-    for (; s < nsub; s += 32) {
+    for (; s < nsub; s += SL) {
         wsub w;
         load_sub(wr, s, w.q, w.lo, w.hi, w.mn);
         dot_sub(w, s, (const i8 *)xa, xd, k, c0, ncols, acc);
@@ -202,7 +206,7 @@ __device__ __forceinline__ void row_dot(const u8 *wr, const void *xa, const floa
 #else
     const float *xf = (const float *)xa;
 #if QT == T_F32
-    for (int e = lane * 4; e < k; e += 128) {
+    for (int e = lane * 4; e < k; e += 4 * SL) {
         float4 wv = *(const float4 *)(wr + 4 * (i64)e);
         float wf[4] = {wv.x, wv.y, wv.z, wv.w};
 #pragma unroll
@@ -214,16 +218,16 @@ __device__ __forceinline__ void row_dot(const u8 *wr, const void *xa, const floa
     }
 #else // F16, BF16: 8 elements (16 bytes) per lane per step, UNROLL steps in flight
     int e = lane * 8;
-    for (; e + 256 * (UNROLL - 1) < k; e += 256 * UNROLL) {
+    for (; e + 8 * SL * (UNROLL - 1) < k; e += 8 * SL * UNROLL) {
         uint4 wv[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
-            wv[u] = *(const uint4 *)(wr + 2 * (i64)(e + 256 * u));
+            wv[u] = *(const uint4 *)(wr + 2 * (i64)(e + 8 * SL * u));
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
-            dot8(wv[u], xf, e + 256 * u, k, c0, ncols, acc);
+            dot8(wv[u], xf, e + 8 * SL * u, k, c0, ncols, acc);
     }
-    for (; e < k; e += 256)
+    for (; e < k; e += 8 * SL)
         dot8(*(const uint4 *)(wr + 2 * (i64)e), xf, e, k, c0, ncols, acc);
 #endif
 #endif
@@ -240,10 +244,14 @@ matvec(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd
 {
     // tiles_fast: column tiles in blockIdx.x, so the blocks that read one weight row block run
     // together and all but the first find it in L2 (batches)
-    int lane = threadIdx.x & 31;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int rb = tiles_fast ? blockIdx.y : blockIdx.x, ct = tiles_fast ? blockIdx.x : blockIdx.y;
-    int row = rb * NW + (threadIdx.x >> 5);
+    int row = rb * (NW / KS) + warp / KS;
     int c0 = ct * NC;
+#if KS > 1
+    lane += (warp % KS) * 32; // this warp's share of the row
+    __shared__ float part[NW][NC];
+#endif
 #if GLU
     if (row >= r0)
         return;
@@ -269,25 +277,40 @@ matvec(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd
     float *y = y0;
     const float *bias = b0;
     int nrows = r0;
+    bool active = true;
     if (row >= r0) {
         row -= r0;
         W = W1, y = y1, bias = b1, nrows = r1;
         if (row >= r1) {
             row -= r1;
             W = W2, y = y2, bias = b2, nrows = r2;
-            if (row >= r2)
-                return;
+            active = row < r2;
         }
     }
+#if KS == 1
+    if (!active)
+        return;
+#endif
     float acc[NC];
 #pragma unroll
     for (int c = 0; c < NC; c++)
         acc[c] = 0.0f;
-    row_dot(W + (i64)row * row_bytes, xa, xd, k, c0, ncols, lane, acc);
+    if (active)
+        row_dot(W + (i64)row * row_bytes, xa, xd, k, c0, ncols, lane, acc);
 #pragma unroll
     for (int c = 0; c < NC; c++) {
         float v = warp_sum(acc[c]);
-        if (lane == 0 && c0 + c < ncols) {
+#if KS > 1
+        if ((lane & 31) == 0)
+            part[warp][c] = v;
+        __syncthreads();
+        v = 0.0f;
+        for (int j = 0; j < KS; j++)
+            v += part[warp - warp % KS + j][c];
+        if (warp % KS != 0)
+            continue;
+#endif
+        if (active && (lane & 31) == 0 && c0 + c < ncols) {
             if (bias)
                 v += bias[row];
             i64 o = (i64)(c0 + c) * nrows + row;
