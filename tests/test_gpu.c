@@ -163,8 +163,13 @@ static void check_file(const char *arch, const char *type, double *worst_gold, d
             eg = fmax(eg, rel_err(a, gr, gr, (size_t)nv));
             ec = fmax(ec, rel_err(a, c, c, (size_t)nv));
             if (k + 1 < (int)gids->n && greedy_ok) {
-                if (jm_num(jm_at(marg, (size_t)k + 1), 1) < tol)
-                    greedy_ok = false; /* near-tie: stop comparing the continuation */
+                /* a near-tie relative to the error bound (tol is relative to max |logit|):
+                 * stop comparing the continuation there */
+                double mx = 0;
+                for (int v = 0; v < nv; v++)
+                    mx = fmax(mx, fabs(gr[v]));
+                if (jm_num(jm_at(marg, (size_t)k + 1), 1) < 2 * tol * mx)
+                    greedy_ok = false;
                 else
                     CHECKF(argmax(a, nv) == jm_int(jm_at(gids, (size_t)k + 1), -1),
                            "%s.%s prompt %zu: greedy token %d differs", arch, type, p, k + 1);
