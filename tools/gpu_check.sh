@@ -41,7 +41,7 @@ fi
 
 shared=${BRASA_SHARED:-../shared}
 fx=$shared/fixtures/llama.Q4_K_M.gguf
-if [ -x $B/brasa ] && [ -f "$fx" ] && command -v compute-sanitizer >/dev/null; then
+if [ -z "${SKIP_SAN:-}" ] && [ -x $B/brasa ] && [ -f "$fx" ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     for g in ${SAN_GRAPH_MODES:-1 0}; do
       BRASA_VERBOSE=1 BRASA_GPU_GRAPH=$g step compute-sanitizer --tool $tool --error-exitcode 9 \
