@@ -64,6 +64,12 @@ static void shell_quote(char *dst, size_t cap, const char *s)
 
 static char tmpdir[64];
 
+static void cleanup(void)
+{
+    if (tmpdir[0] && strcmp(tmpdir, "/tmp"))
+        rmdir(tmpdir);
+}
+
 static const char *tmp_path(const char *name)
 {
     static char buf[4][256];
@@ -72,6 +78,7 @@ static const char *tmp_path(const char *name)
         snprintf(tmpdir, sizeof tmpdir, "/tmp/brasa-test-cli-XXXXXX");
         if (!mkdtemp(tmpdir))
             snprintf(tmpdir, sizeof tmpdir, "/tmp");
+        atexit(cleanup); /* also when only some tests run */
     }
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
@@ -473,14 +480,6 @@ TEST(cli_errors)
     free(out);
 }
 
-static void cleanup(void)
-{
-    if (tmpdir[0] && strcmp(tmpdir, "/tmp"))
-        rmdir(tmpdir);
-}
-
-TEST(zz_cleanup) { cleanup(); }
-
 TEST_MAIN(T(run_greedy_matches_fixtures), T(run_ids_equals_text), T(logits_match_golden), T(stories_greedy_text),
           T(perplexity_and_kld), T(bench_prints_table), T(chat_piped_stdin), T(synth_tiny_each_arch),
-          T(cli_errors), T(zz_cleanup))
+          T(cli_errors))
