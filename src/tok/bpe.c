@@ -13,68 +13,10 @@ struct sym {
     size_t n;
 };
 
-struct bigram {
-    int left, right;
-    int32_t rank;
-    size_t size;
-};
-
-static bool bg_before(const struct bigram *a, const struct bigram *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-struct heap {
-    struct bigram *v;
-    size_t n, cap;
-};
-
-static bool heap_push(struct heap *h, struct bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        struct bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return false;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bg_before(&b, &h->v[p]))
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return true;
-}
-
-static struct bigram heap_pop(struct heap *h)
-{
-    struct bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && bg_before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!bg_before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
-}
-
 struct work {
     struct sym *s;
     size_t cap;
-    struct heap h;
+    struct tok_heap h;
     char *key;
     size_t key_cap;
 };
@@ -102,7 +44,7 @@ static bool add_bigram(const struct tokenizer *t, struct work *w, int left, int 
     int32_t rank = pair_rank(t, w, &w->s[left], &w->s[right]);
     if (rank < 0)
         return true;
-    return heap_push(&w->h, (struct bigram){left, right, rank, w->s[left].n + w->s[right].n});
+    return tok_heap_push(&w->h, (struct tok_bigram){left, right, (float)rank, w->s[left].n + w->s[right].n});
 }
 
 static brasa_status encode_word(const struct tokenizer *t, struct work *w, const char *word, size_t len,
@@ -133,7 +75,7 @@ static brasa_status encode_word(const struct tokenizer *t, struct work *w, const
         if (!add_bigram(t, w, i - 1, i))
             return BRASA_ENOMEM;
     while (w->h.n) {
-        struct bigram b = heap_pop(&w->h);
+        struct tok_bigram b = tok_heap_pop(&w->h);
         struct sym *l = &s[b.left], *r = &s[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
             continue;

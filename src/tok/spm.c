@@ -14,66 +14,7 @@ struct sym {
     size_t n;
 };
 
-struct bigram {
-    int left, right;
-    float score;
-    size_t size;
-};
-
-/* max-heap order: higher score, then smaller left index */
-static bool bg_before(const struct bigram *a, const struct bigram *b)
-{
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-struct heap {
-    struct bigram *v;
-    size_t n, cap;
-};
-
-static bool heap_push(struct heap *h, struct bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        struct bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return false;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bg_before(&b, &h->v[p]))
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return true;
-}
-
-static struct bigram heap_pop(struct heap *h)
-{
-    struct bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && bg_before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!bg_before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
-}
-
-static bool try_bigram(const struct tokenizer *t, const struct sym *s, int left, int right, struct heap *h)
+static bool try_bigram(const struct tokenizer *t, const struct sym *s, int left, int right, struct tok_heap *h)
 {
     if (left < 0 || right < 0)
         return true;
@@ -81,7 +22,7 @@ static bool try_bigram(const struct tokenizer *t, const struct sym *s, int left,
     int32_t id = tok_find(t, s[left].text, n);
     if (id < 0)
         return true;
-    return heap_push(h, (struct bigram){left, right, t->score[id], n});
+    return tok_heap_push(h, (struct tok_bigram){left, right, -t->score[id], n});
 }
 
 static brasa_status emit_symbol(const struct tokenizer *t, const struct sym *s, struct ivec *out)
@@ -105,7 +46,7 @@ static brasa_status emit_symbol(const struct tokenizer *t, const struct sym *s, 
 }
 
 /* Merges symbols [a, b) (linked among themselves) and emits them. */
-static bool merge_range(const struct tokenizer *t, struct sym *s, int a, int b, struct heap *h, struct ivec *out)
+static bool merge_range(const struct tokenizer *t, struct sym *s, int a, int b, struct tok_heap *h, struct ivec *out)
 {
     s[a].prev = -1;
     s[b - 1].next = -1;
@@ -114,7 +55,7 @@ static bool merge_range(const struct tokenizer *t, struct sym *s, int a, int b, 
         if (!try_bigram(t, s, i - 1, i, h))
             return false;
     while (h->n) {
-        struct bigram g = heap_pop(h);
+        struct tok_bigram g = tok_heap_pop(h);
         struct sym *l = &s[g.left], *r = &s[g.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != g.size)
             continue;
@@ -161,7 +102,7 @@ struct chunk_cache {
     bool on;
 };
 
-static bool merge_chunk(const struct tokenizer *t, struct sym *s, int n, struct heap *h, struct ivec *out,
+static bool merge_chunk(const struct tokenizer *t, struct sym *s, int n, struct tok_heap *h, struct ivec *out,
                         struct chunk_cache *c)
 {
     const char *text = s[0].text;
@@ -191,7 +132,7 @@ brasa_status spm_encode(const struct tokenizer *t, const char *text, size_t len,
     /* symbols of the current chunk only: the queue and the array stay small and warm */
     size_t cap = 256;
     struct sym *s = malloc(cap * sizeof *s);
-    struct heap h = {0};
+    struct tok_heap h = {0};
     struct chunk_cache cc = {0};
     if (t->spm_chunks && len > 256) {
         uint32_t max = (uint32_t)(len / 4 < (1u << 26) ? len / 4 : (1u << 26));

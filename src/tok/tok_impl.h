@@ -112,4 +112,20 @@ brasa_status pretok_split(const struct tokenizer *t, const char *text, size_t le
 bool pretok_from_name(const char *name, enum pretok_id *out);
 const char *pretok_name(enum pretok_id id);
 
+/* ---- merge candidates (bpe.c, spm.c) ----
+ * A pair of adjacent symbols that could merge, kept in a binary heap ordered by key
+ * (smallest first; BPE uses the merge rank, SentencePiece minus the token score), ties to
+ * the leftmost pair. */
+struct tok_bigram {
+    int left, right;
+    float key;
+    size_t size;
+};
+struct tok_heap {
+    struct tok_bigram *v;
+    size_t n, cap;
+};
+bool tok_heap_push(struct tok_heap *h, struct tok_bigram b); /* false when out of memory */
+struct tok_bigram tok_heap_pop(struct tok_heap *h);          /* h->n must be > 0 */
+
 #endif
