@@ -145,6 +145,7 @@ struct gpu_sess {
     size_t out_cap;
     const char *dump;
     bool use_graph, fuse;
+    bool ksplit;             /* BRASA_GPU_KSPLIT=1: 4 warps per long row (not yet measured) */
     float last_ms;
 };
 
@@ -380,6 +381,8 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     e = getenv("BRASA_GPU_FUSE");
     s->fuse = !(e && strcmp(e, "0") == 0);
     s->dump = getenv("BRASA_DUMP");
+    e = getenv("BRASA_GPU_KSPLIT");
+    s->ksplit = e && strcmp(e, "1") == 0;
     brasa_status st;
     if ((st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
         (st = DRV_CALL(&g->d, err, cuStreamCreate, &s->st, CU_STREAM_NON_BLOCKING)) ||
@@ -622,7 +625,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     struct mv_kernel *mv = NULL;
     int glu = b->glu[i] >= 0;
     /* long rows and few of them (the FFN down projection): 4 warps share each row */
-    int ks = T == 1 && !glu && b->mnext[i] < 0 && rows < 8192 && k >= 8192 ? 4 : 1;
+    int ks = b->s->ksplit && T == 1 && !glu && b->mnext[i] < 0 && rows < 8192 && k >= 8192 ? 4 : 1;
     if ((st = get_mv(g, w->type, T > 1 ? 8 : 1, glu, ks, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
     /* the launch's weights: this matmul and those chained to it (q, k, v; or gate, up) */

@@ -12,7 +12,9 @@
  *
  * Environment: BRASA_GPU_TIMEOUT (seconds a synchronisation may wait, default 60),
  * BRASA_GPU_DUTY (0 < f < 1: keep the GPU busy at most that fraction of the time),
- * BRASA_GPU_MEM_MB (device memory budget), BRASA_CACHE (kernel cache directory). */
+ * BRASA_GPU_MEM_MB (device memory budget), BRASA_CACHE (kernel cache directory),
+ * BRASA_GPU_KSPLIT=1 (4 warps share each row of the FFN down projection in decode; compiled
+ * and compile-tested, not yet measured on a device, hence off by default). */
 #ifndef BRASA_GPU_H
 #define BRASA_GPU_H
 #include <stdbool.h>
