@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifndef _WIN32
+#include <unistd.h>
+#endif
 
 #include "core/platform.h"
 
@@ -247,6 +250,14 @@ brasa_status drv_open(struct drv *d, const char *which, struct brasa_err *err)
     struct brasa_err e1 = {{0}};
     if (drv_load(d, &e1) == BRASA_OK)
         return BRASA_OK;
+#ifndef _WIN32
+    /* The ROCm runtime needs the kernel driver's /dev/kfd. Without it there is no AMD GPU to
+     * find, and loading libamdhip64 only to see hipInit fail costs start-up time and leaves
+     * the runtime's allocations behind, so auto does not try (an explicit "hip" still does). */
+    if (access("/dev/kfd", F_OK) != 0)
+        return brasa_fail(err, BRASA_EDEVICE, "no GPU: %.200s; no AMD GPU (/dev/kfd is absent)",
+                          e1.msg);
+#endif
     brasa_status st = drv_load_hip(d, err);
     if (st != BRASA_OK) {
         char e2[BRASA_ERR_MAX];
