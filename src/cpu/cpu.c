@@ -106,25 +106,10 @@ const float *cpu_node_data(const struct cpu *c, const struct graph *g, int i)
     return node_ptr(c, g, i);
 }
 
-static int wants_dump(const char *list, const char *name)
-{
-    if (strcmp(list, "all") == 0)
-        return 1;
-    size_t len = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l == len && memcmp(p, name, l) == 0)
-            return 1;
-        p += l + (e ? 1 : 0);
-    }
-    return 0;
-}
-
 static void dump_node(const struct cpu *c, const struct graph *g, int i, const struct graph_run *r)
 {
     const struct graph_node *n = &g->nodes[i];
-    if (n->nbytes == 0 || !wants_dump(c->dump, n->name))
+    if (n->nbytes == 0 || !graph_dump_wanted(c->dump, n->name))
         return;
     const float *x = node_ptr(c, g, i);
     size_t cnt = n->nbytes / 4;

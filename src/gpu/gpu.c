@@ -488,23 +488,6 @@ double gpu_sess_last_ms(const struct gpu_sess *s) { return s->last_ms; }
 
 /* ---------------------------------------------------------------- plans */
 
-static int wants_dump(const char *list, const char *name)
-{
-    if (!list)
-        return 0;
-    if (strcmp(list, "all") == 0)
-        return 1;
-    size_t len = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l == len && memcmp(p, name, l) == 0)
-            return 1;
-        p += l + (e ? 1 : 0);
-    }
-    return 0;
-}
-
 /* Plan building context. */
 struct pb {
     struct gpu_sess *s;
@@ -955,7 +938,7 @@ static void fuse(struct pb *b)
         return;
     for (int i = 0; i < g->n; i++) {
         const struct graph_node *n = &g->nodes[i];
-        bool keep = i == g->out || wants_dump(b->s->dump, n->name);
+        bool keep = i == g->out || graph_dump_wanted(b->s->dump, n->name);
         if (keep)
             continue;
         if (n->op == GOP_RMS_NORM && n->p.i[0] == n->ne[0] && b->nuse[i] > 0) {
@@ -984,7 +967,7 @@ static void fuse(struct pb *b)
             adjacent &= g->nodes[c].op == GOP_WEIGHT || g->nodes[c].op == GOP_STATE;
         if (adjacent && b->nuse[n->in[1]] == 1 && g->nodes[n->in[1]].op == GOP_MATMUL &&
             n->in[0] < n->in[1] && n->in[1] != g->out &&
-            !wants_dump(b->s->dump, g->nodes[n->in[1]].name)) {
+            !graph_dump_wanted(b->s->dump, g->nodes[n->in[1]].name)) {
             b->resadd[n->in[1]] = i;
             b->skip[i] = true;
         }
@@ -995,7 +978,7 @@ static void fuse(struct pb *b)
     }
     for (int i = 0; i < g->n; i++) { /* second pass: launches that share an input */
         const struct graph_node *n = &g->nodes[i];
-        bool keep = i == g->out || wants_dump(b->s->dump, n->name);
+        bool keep = i == g->out || graph_dump_wanted(b->s->dump, n->name);
         /* ROPE q, ROPE k (+ its cache write), KV_STORE v: one launch (no other op between) */
         if (n->op == GOP_ROPE && b->ropekv[i] < 0 && !keep) {
             int kr = next_op(g, i);
@@ -1004,7 +987,7 @@ static void fuse(struct pb *b)
                 memcmp(&g->nodes[kr].p, &n->p, sizeof n->p) == 0 && vst >= 0 &&
                 g->nodes[vst].op == GOP_KV_STORE && g->nodes[vst].in[0] < i &&
                 g->nodes[g->nodes[vst].in[1]].type == g->nodes[g->nodes[kst].in[1]].type &&
-                !wants_dump(b->s->dump, g->nodes[kr].name)) {
+                !graph_dump_wanted(b->s->dump, g->nodes[kr].name)) {
                 b->ropeqk[i] = kr;
                 b->ropev[i] = vst;
                 b->skip[kr] = b->skip[vst] = true;
@@ -1016,7 +999,7 @@ static void fuse(struct pb *b)
             int nx = next_op(g, i);
             const struct graph_node *m2 = nx >= 0 ? &g->nodes[nx] : NULL;
             if (m2 && m2->op == GOP_MATMUL && m2->in[0] == n->in[0] && mm_compatible(g, i, nx) &&
-                nx != g->out && b->resadd[nx] < 0 && !wants_dump(b->s->dump, m2->name)) {
+                nx != g->out && b->resadd[nx] < 0 && !graph_dump_wanted(b->s->dump, m2->name)) {
                 int sw = next_op(g, nx);
                 const struct graph_node *s3 = sw >= 0 ? &g->nodes[sw] : NULL;
                 if (s3 && s3->op == GOP_SWIGLU && s3->in[0] == i && s3->in[1] == nx &&
@@ -1031,7 +1014,7 @@ static void fuse(struct pb *b)
                     int n3 = next_op(g, nx);
                     if (n3 >= 0 && g->nodes[n3].op == GOP_MATMUL && g->nodes[n3].in[0] == n->in[0] &&
                         mm_compatible(g, i, n3) && n3 != g->out && b->resadd[n3] < 0 &&
-                        !wants_dump(b->s->dump, g->nodes[n3].name)) {
+                        !graph_dump_wanted(b->s->dump, g->nodes[n3].name)) {
                         b->mnext[nx] = n3;
                         b->skip[n3] = true;
                     }
@@ -1305,7 +1288,7 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
             if ((st = launch(s, &p->l[k], err)))
                 return brasa_wrap(err, st, "node %s", g->nodes[p->l[k].node].name);
             if (s->dump && (k + 1 == p->nl || p->l[k + 1].node != p->l[k].node) &&
-                wants_dump(s->dump, g->nodes[p->l[k].node].name))
+                graph_dump_wanted(s->dump, g->nodes[p->l[k].node].name))
                 dump_node(s, g, p->l[k].node, r);
         }
     }

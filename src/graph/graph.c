@@ -199,3 +199,20 @@ void graph_print(const struct graph *g, void *fv)
                 (long long)n->ne[2], n->in[0], n->in[1], n->in[2], n->in[3], n->offset);
     }
 }
+
+int graph_dump_wanted(const char *list, const char *name)
+{
+    if (!list)
+        return 0;
+    if (strcmp(list, "all") == 0)
+        return 1;
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == len && memcmp(p, name, l) == 0)
+            return 1;
+        p += l + (e ? 1 : 0);
+    }
+    return 0;
+}

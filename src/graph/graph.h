@@ -166,4 +166,8 @@ brasa_status graph_plan(struct graph *g, struct brasa_err *err);
 /* One line per node (index, op, name, shape, inputs, offset) to f (a FILE *). */
 void graph_print(const struct graph *g, void *f);
 
+/* Whether node `name` is selected by a BRASA_DUMP list: "all", or names separated by commas.
+ * A NULL list selects nothing. Both backends' dump options use it. */
+int graph_dump_wanted(const char *list, const char *name);
+
 #endif
