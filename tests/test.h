@@ -68,6 +68,8 @@ int test_run_all(const char *file, const struct test_entry *tests, int n, int ar
 /* Helpers shared by the tests (tests/testutil.c). */
 /* Directory of the shared fixtures: $BRASA_SHARED, else "../shared" (tests run from the repo root). */
 const char *test_shared_dir(void);
+/* The brasa binary under test: $BRASA_BIN (tests/run.sh sets it), else build/brasa. */
+const char *test_brasa_bin(void);
 /* Joins test_shared_dir() and a relative path into a static buffer (valid until the next call). */
 const char *test_shared_path(const char *rel);
 int test_file_exists(const char *path);

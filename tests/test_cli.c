@@ -10,12 +10,6 @@
 #include "json_mini.h"
 #include "test.h"
 
-static const char *brasa_bin(void)
-{
-    const char *b = getenv("BRASA_BIN");
-    return b && *b ? b : "build/brasa";
-}
-
 /* Runs a shell command; returns its stdout (malloc'd, NUL-terminated) and exit status. */
 static char *run_cmd(const char *cmd, int *status)
 {
@@ -85,7 +79,7 @@ static const char *tmp_path(const char *name)
     return buf[k];
 }
 
-static bool have_bin(void) { return access(brasa_bin(), X_OK) == 0; }
+static bool have_bin(void) { return access(test_brasa_bin(), X_OK) == 0; }
 
 static struct jm *load_json(const char *path)
 {
@@ -154,7 +148,7 @@ TEST(run_greedy_matches_fixtures)
         const struct jm *gids = jm_get(p, "greedy_ids"), *margins = jm_get(p, "greedy_margins");
         char cmd[16384];
         snprintf(cmd, sizeof cmd, "%s run -m '%s' --temp 0 -n %zu --ignore-eos --print-ids --kv-type f32 -t 2 -p ",
-                 brasa_bin(), gguf, gids->n);
+                 test_brasa_bin(), gguf, gids->n);
         shell_quote(cmd, sizeof cmd, jm_get(p, "text")->str);
         strcat(cmd, " 2>/dev/null");
         int rc;
@@ -196,10 +190,10 @@ TEST(run_ids_equals_text)
         snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%ld", i ? "," : "", jm_int(jm_at(tids, i), 0));
     const char *model = test_shared_path("fixtures/qwen2.Q8_0.gguf");
     snprintf(cmd, sizeof cmd, "%s run -m '%s' --temp 0 -n 8 --ignore-eos --print-ids --ids %s 2>/dev/null",
-             brasa_bin(), model, ids);
+             test_brasa_bin(), model, ids);
     int rc1, rc2;
     char *a = run_cmd(cmd, &rc1);
-    snprintf(cmd, sizeof cmd, "%s run -m '%s' --temp 0 -n 8 --ignore-eos --print-ids -p ", brasa_bin(), model);
+    snprintf(cmd, sizeof cmd, "%s run -m '%s' --temp 0 -n 8 --ignore-eos --print-ids -p ", test_brasa_bin(), model);
     shell_quote(cmd, sizeof cmd, jm_get(p, "text")->str);
     strcat(cmd, " 2>/dev/null");
     char *b = run_cmd(cmd, &rc2);
@@ -233,7 +227,7 @@ static void check_logits(const char *base, bool use_ids)
     long row0 = jm_int(jm_get(pl, "row_offset"), 0), nrows = jm_int(jm_get(pl, "n_rows"), 0);
     const char *out = tmp_path("logits.f32");
     char cmd[16384];
-    snprintf(cmd, sizeof cmd, "%s logits -m '%s' --kv-type f32 -t 2 -o '%s' ", brasa_bin(), model, out);
+    snprintf(cmd, sizeof cmd, "%s logits -m '%s' --kv-type f32 -t 2 -o '%s' ", test_brasa_bin(), model, out);
     if (use_ids) {
         strcat(cmd, "--ids ");
         for (size_t i = 0; i < tids->n; i++)
@@ -285,7 +279,7 @@ TEST(stories_greedy_text)
     if (!have_bin())
         SKIP("brasa binary not built");
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s run -m '%s' -p 'Once upon a time' -n 40 --temp 0 -t 2 2>/dev/null", brasa_bin(),
+    snprintf(cmd, sizeof cmd, "%s run -m '%s' -p 'Once upon a time' -n 40 --temp 0 -t 2 2>/dev/null", test_brasa_bin(),
              model);
     int rc;
     char *out = run_cmd(cmd, &rc);
@@ -296,7 +290,7 @@ TEST(stories_greedy_text)
     free(out);
     /* A continuation keeps the space that starts its first piece. */
     snprintf(cmd, sizeof cmd, "%s run -m '%s' -p 'Once upon a time, there was a' -n 5 --temp 0 -t 2 2>/dev/null",
-             brasa_bin(), model);
+             test_brasa_bin(), model);
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 0 && out && !strncmp(out, " little girl", 12), "got '%s'", out ? out : "");
     free(out);
@@ -324,7 +318,7 @@ TEST(perplexity_and_kld)
     for (int i = 0; i < 6; i++)
         fputs(STORY, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "%s perplexity -m '%s' -f '%s' -c 64 -t 2 --kld-base '%s' 2>/dev/null", brasa_bin(),
+    snprintf(cmd, sizeof cmd, "%s perplexity -m '%s' -f '%s' -c 64 -t 2 --kld-base '%s' 2>/dev/null", test_brasa_bin(),
              model, text, base);
     int rc;
     char *out = run_cmd(cmd, &rc);
@@ -332,7 +326,7 @@ TEST(perplexity_and_kld)
     double ppl = p ? strtod(p + 6, NULL) : NAN;
     CHECKF(rc == 0 && isfinite(ppl) && ppl >= 1.0 && ppl < 512, "rc %d, output '%s'", rc, out ? out : "");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s perplexity -m '%s' -f '%s' -t 2 --kld '%s' 2>/dev/null", brasa_bin(), model, text,
+    snprintf(cmd, sizeof cmd, "%s perplexity -m '%s' -f '%s' -t 2 --kld '%s' 2>/dev/null", test_brasa_bin(), model, text,
              base);
     out = run_cmd(cmd, &rc);
     const char *k = out ? strstr(out, "Mean KLD = ") : NULL, *t = out ? strstr(out, "Same top-1 = ") : NULL;
@@ -343,7 +337,7 @@ TEST(perplexity_and_kld)
     }
     free(out);
     /* Too little text for the context: a clear error, not a crash. */
-    snprintf(cmd, sizeof cmd, "%s perplexity -m '%s' -f '%s' -c 4096 2>&1", brasa_bin(), model, text);
+    snprintf(cmd, sizeof cmd, "%s perplexity -m '%s' -f '%s' -c 4096 2>&1", test_brasa_bin(), model, text);
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 1 && out && strstr(out, "needs at least"), "rc %d, '%s'", rc, out ? out : "");
     free(out);
@@ -360,7 +354,7 @@ TEST(bench_prints_table)
     if (!have_bin())
         SKIP("brasa binary not built");
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s bench -m '%s' -p 16 -n 4 -r 2 -t 2 2>/dev/null", brasa_bin(), model);
+    snprintf(cmd, sizeof cmd, "%s bench -m '%s' -p 16 -n 4 -r 2 -t 2 2>/dev/null", test_brasa_bin(), model);
     int rc;
     char *out = run_cmd(cmd, &rc);
     CHECKF(rc == 0 && out && strstr(out, "| model") && strstr(out, "t/s") && strstr(out, "pp16") &&
@@ -381,7 +375,7 @@ TEST(chat_piped_stdin)
     snprintf(cmd, sizeof cmd,
              "printf 'Hello there\\nWhat is two plus two?\\n/reset\\nAgain\\n/exit\\nnever read\\n' | "
              "%s chat -m '%s' --chat-template chatml -s 'Be brief.' --temp 0 -n 6 -t 2 2>/dev/null",
-             brasa_bin(), model);
+             test_brasa_bin(), model);
     int rc;
     char *out = run_cmd(cmd, &rc);
     int lines = 0;
@@ -393,7 +387,7 @@ TEST(chat_piped_stdin)
     snprintf(cmd, sizeof cmd,
              "printf 'Hello there\\nWhat is two plus two?\\n' | "
              "%s chat -m '%s' --chat-template chatml --temp 0 -n 4 -t 2 -v 2>&1 >/dev/null",
-             brasa_bin(), model);
+             test_brasa_bin(), model);
     out = run_cmd(cmd, &rc);
     const char *second = out ? strstr(out, "[cache: kept 0 tokens") : NULL;
     second = second ? strstr(second + 1, "[cache: kept ") : NULL;
@@ -412,7 +406,7 @@ TEST(synth_tiny_each_arch)
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         snprintf(path, sizeof path, "%s", tmp_path("tiny.gguf"));
         const char *type = i % 2 ? "q4_k_m" : "q8_0";
-        snprintf(cmd, sizeof cmd, "%s synth --arch %s --shape tiny --type %s -o '%s' -t 2 2>&1", brasa_bin(), archs[i],
+        snprintf(cmd, sizeof cmd, "%s synth --arch %s --shape tiny --type %s -o '%s' -t 2 2>&1", test_brasa_bin(), archs[i],
                  type, path);
         int rc;
         char *out = run_cmd(cmd, &rc);
@@ -422,12 +416,12 @@ TEST(synth_tiny_each_arch)
                rc, made ? (long long)st.st_size : -1LL, out ? out : "");
         free(out);
         snprintf(cmd, sizeof cmd, "%s run -m '%s' -p 'Hello world, this is' -n 5 --ignore-eos --print-ids -t 2 "
-                 "--temp 0.9 --seed 7 2>/dev/null", brasa_bin(), path);
+                 "--temp 0.9 --seed 7 2>/dev/null", test_brasa_bin(), path);
         char *a = run_cmd(cmd, &rc);
         int32_t ids[8];
         CHECKF(rc == 0 && a && parse_ids(a, ids, 8) == 5, "%s: rc %d, '%s'", archs[i], rc, a ? a : "");
         snprintf(cmd, sizeof cmd, "%s run -m '%s' -p 'Hello world, this is' -n 5 --ignore-eos --print-ids -t 1 "
-                 "--temp 0.9 --seed 7 2>/dev/null", brasa_bin(), path);
+                 "--temp 0.9 --seed 7 2>/dev/null", test_brasa_bin(), path);
         char *b = run_cmd(cmd, &rc);
         CHECKF(a && b && !strcmp(a, b), "%s: seed 7 gave '%s' then '%s'", archs[i], a ? a : "", b ? b : "");
         free(a);
@@ -440,7 +434,7 @@ TEST(synth_tiny_each_arch)
     snprintf(p2, sizeof p2, "%s", tmp_path("b.gguf"));
     snprintf(cmd, sizeof cmd, "%s synth --arch qwen3 --shape tiny --type q4_k_m --seed 5 -t 1 -o '%s' 2>/dev/null && "
              "%s synth --arch qwen3 --shape tiny --type q4_k_m --seed 5 -t 2 -o '%s' 2>/dev/null && cmp -s '%s' '%s'",
-             brasa_bin(), p1, brasa_bin(), p2, p1, p2);
+             test_brasa_bin(), p1, test_brasa_bin(), p2, p1, p2);
     int rc;
     free(run_cmd(cmd, &rc));
     CHECKF(rc == 0, "two writes with seed 5 differ (rc %d)", rc);
@@ -454,27 +448,27 @@ TEST(cli_errors)
         SKIP("brasa binary not built");
     char cmd[8192];
     int rc;
-    snprintf(cmd, sizeof cmd, "%s run -p hi 2>&1", brasa_bin());
+    snprintf(cmd, sizeof cmd, "%s run -p hi 2>&1", test_brasa_bin());
     char *out = run_cmd(cmd, &rc);
     CHECKF(rc != 0 && out && strstr(out, "-m"), "no model: rc %d '%s'", rc, out ? out : "");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s run -m /nonexistent/model.gguf -p hi 2>&1", brasa_bin());
+    snprintf(cmd, sizeof cmd, "%s run -m /nonexistent/model.gguf -p hi 2>&1", test_brasa_bin());
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 1 && out && strstr(out, "/nonexistent/model.gguf"), "missing file: rc %d '%s'", rc, out ? out : "");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s run -m x.gguf --no-such-option 2>&1", brasa_bin());
+    snprintf(cmd, sizeof cmd, "%s run -m x.gguf --no-such-option 2>&1", test_brasa_bin());
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 2 && out && strstr(out, "--no-such-option"), "unknown option: rc %d '%s'", rc, out ? out : "");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s run -m x.gguf -p hi --temp abc 2>&1", brasa_bin());
+    snprintf(cmd, sizeof cmd, "%s run -m x.gguf -p hi --temp abc 2>&1", test_brasa_bin());
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 2 && out && strstr(out, "abc"), "bad number: rc %d '%s'", rc, out ? out : "");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s synth --arch qwen2 --shape 99b -o /tmp/never.gguf 2>&1", brasa_bin());
+    snprintf(cmd, sizeof cmd, "%s synth --arch qwen2 --shape 99b -o /tmp/never.gguf 2>&1", test_brasa_bin());
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 1 && out && strstr(out, "0.5b"), "unknown shape: rc %d '%s'", rc, out ? out : "");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s run --help", brasa_bin());
+    snprintf(cmd, sizeof cmd, "%s run --help", test_brasa_bin());
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 0 && out && strstr(out, "--top-p") && strstr(out, "--print-ids"), "help: rc %d", rc);
     free(out);

@@ -674,12 +674,6 @@ TEST(random_corruption)
 
 /* ---- brasa inspect, end to end ---- */
 
-static const char *brasa_bin(void)
-{
-    const char *b = getenv("BRASA_BIN");
-    return b && *b ? b : "build/brasa";
-}
-
 /* Runs a shell command; returns its stdout (malloc'd) and exit status. */
 static char *run_cmd(const char *cmd, int *status)
 {
@@ -735,11 +729,11 @@ TEST(inspect_cli)
     const char *path = test_shared_path(BASE_FIXTURE);
     if (!test_file_exists(path))
         SKIP("fixture absent");
-    if (access(brasa_bin(), X_OK))
+    if (access(test_brasa_bin(), X_OK))
         SKIP("brasa binary not built");
     char cmd[8192];
     int rc;
-    snprintf(cmd, sizeof cmd, "%s inspect '%s'", brasa_bin(), path);
+    snprintf(cmd, sizeof cmd, "%s inspect '%s'", test_brasa_bin(), path);
     char *out = run_cmd(cmd, &rc);
     REQUIRE(out);
     CHECKF(rc == 0, "rc %d", rc);
@@ -751,7 +745,7 @@ TEST(inspect_cli)
     CHECK(strstr(out, "hyper-parameters (llama)") && strstr(out, "KV heads"));
     free(out);
 
-    snprintf(cmd, sizeof cmd, "%s inspect '%s' --json", brasa_bin(), path);
+    snprintf(cmd, sizeof cmd, "%s inspect '%s' --json", test_brasa_bin(), path);
     out = run_cmd(cmd, &rc);
     REQUIRE(out);
     CHECKF(rc == 0, "rc %d", rc);
@@ -770,7 +764,7 @@ TEST(inspect_cli)
     REQUIRE(fp);
     fwrite("GGUF\x04\0\0\0", 1, 8, fp);
     fclose(fp);
-    snprintf(cmd, sizeof cmd, "%s inspect '%s' 2>&1", brasa_bin(), tmp);
+    snprintf(cmd, sizeof cmd, "%s inspect '%s' 2>&1", test_brasa_bin(), tmp);
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 1 && out && strstr(out, "GGUF version 4 is not supported"), "rc %d: %s", rc, out);
     free(out);
@@ -799,10 +793,10 @@ static int count_str(const char *s, const char *sub)
 /* Every shared file inspects, as text and as JSON (one process each, for speed). */
 TEST(inspect_all_shared_files)
 {
-    if (access(brasa_bin(), X_OK))
+    if (access(test_brasa_bin(), X_OK))
         SKIP("brasa binary not built");
     for (int json = 0; json < 2; json++) {
-        snprintf(all_cmd, sizeof all_cmd, "%s inspect%s", brasa_bin(), json ? " --json" : "");
+        snprintf(all_cmd, sizeof all_cmd, "%s inspect%s", test_brasa_bin(), json ? " --json" : "");
         all_n = 0;
         each_gguf("fixtures", add_path);
         each_gguf("vocab", add_path);
@@ -827,7 +821,7 @@ TEST(inspect_all_shared_files)
 TEST(inspect_dump_f32)
 {
     const char *path = test_shared_path(BASE_FIXTURE);
-    if (!test_file_exists(path) || access(brasa_bin(), X_OK))
+    if (!test_file_exists(path) || access(test_brasa_bin(), X_OK))
         SKIP("fixture or binary absent");
     struct gguf_file *f;
     struct brasa_err err;
@@ -838,14 +832,14 @@ TEST(inspect_dump_f32)
     char cmd[8192];
     int rc;
     snprintf(cmd, sizeof cmd, "%s inspect '%s' --tensor blk.0.attn_norm.weight --dump '%s'",
-             brasa_bin(), path, tmp);
+             test_brasa_bin(), path, tmp);
     free(run_cmd(cmd, &rc));
     CHECK(rc == 0);
     size_t n = 0;
     char *d = test_read_file(tmp, &n);
     CHECK(d && n == t->nbytes && !memcmp(d, t->data, n));
     free(d);
-    snprintf(cmd, sizeof cmd, "%s inspect '%s' --tensor no.such --dump '%s' 2>&1", brasa_bin(),
+    snprintf(cmd, sizeof cmd, "%s inspect '%s' --tensor no.such --dump '%s' 2>&1", test_brasa_bin(),
              path, tmp);
     char *out = run_cmd(cmd, &rc);
     CHECK(rc == 1 && out && strstr(out, "no tensor 'no.such'"));

@@ -22,12 +22,6 @@ static const uint32_t all_types[] = {
 };
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
-static const char *brasa_bin(void)
-{
-    const char *b = getenv("BRASA_BIN");
-    return b && *b ? b : "build/brasa";
-}
-
 static const char *tmp_dir(void)
 {
     const char *t = getenv("TMPDIR");
@@ -102,7 +96,7 @@ TEST(dequant_goldens)
         SKIP("fixtures/dequant/index.json not found");
     struct jm *idx = jm_parse(idx_text, strlen(idx_text));
     REQUIRE(idx && idx->type == JM_ARR && idx->n > 0);
-    int n_checked = 0, have_cli = access(brasa_bin(), X_OK) == 0, cli_dump = -1;
+    int n_checked = 0, have_cli = access(test_brasa_bin(), X_OK) == 0, cli_dump = -1;
     for (size_t e = 0; e < idx->n; e++) {
         const struct jm *it = jm_at(idx, e);
         const char *file = jm_get(it, "file")->str, *src = jm_get(it, "source_model")->str;
@@ -144,7 +138,7 @@ TEST(dequant_goldens)
             char out[512], cmd[2048];
             snprintf(out, sizeof out, "%s/brasa_test_quant_%d.f32", tmp_dir(), (int)getpid());
             snprintf(cmd, sizeof cmd, "'%s' inspect '%s' --tensor '%s' --dump '%s' >/dev/null 2>&1",
-                     brasa_bin(), gpath, tname, out);
+                     test_brasa_bin(), gpath, tname, out);
             int st = system(cmd);
             size_t dsize = 0;
             float *d = st == 0 ? (float *)test_read_file(out, &dsize) : NULL;
@@ -565,7 +559,7 @@ static int run_status(const char *cmd)
  * for every tensor as tensor_types.json lists, same general.file_type, and the file reads back. */
 TEST(cli_quantize_mixes)
 {
-    if (access(brasa_bin(), X_OK))
+    if (access(test_brasa_bin(), X_OK))
         SKIP("brasa binary not built");
     char *tt_text = test_read_file(test_shared_path("fixtures/tensor_types.json"), NULL);
     if (!tt_text)
@@ -593,7 +587,7 @@ TEST(cli_quantize_mixes)
             char out[512], log[512], cmd[3072];
             snprintf(out, sizeof out, "%s/brasa_tq_%d.gguf", tmp_dir(), (int)getpid());
             snprintf(log, sizeof log, "%s/brasa_tq_%d.log", tmp_dir(), (int)getpid());
-            snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' %s 2>'%s'", brasa_bin(), in, out,
+            snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' %s 2>'%s'", test_brasa_bin(), in, out,
                      mixes[mi], log);
             int rc = run_status(cmd);
             char *msg = test_read_file(log, NULL);
@@ -646,7 +640,7 @@ TEST(cli_quantize_mixes)
 
 TEST(cli_quantize_errors)
 {
-    if (access(brasa_bin(), X_OK))
+    if (access(test_brasa_bin(), X_OK))
         SKIP("brasa binary not built");
     char in[1024], cmd[3072], log[512], out[512];
     snprintf(log, sizeof log, "%s/brasa_tqe_%d.log", tmp_dir(), (int)getpid());
@@ -654,7 +648,7 @@ TEST(cli_quantize_errors)
     /* already quantized input */
     snprintf(in, sizeof in, "%s", test_shared_path("fixtures/llama.Q4_K_M.gguf"));
     if (test_file_exists(in)) {
-        snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' q8_0 2>'%s'", brasa_bin(), in, out, log);
+        snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' q8_0 2>'%s'", test_brasa_bin(), in, out, log);
         CHECK(run_status(cmd) == 1);
         char *msg = test_read_file(log, NULL);
         CHECKF(msg && strstr(msg, "already quantized"), "%s", msg ? msg : "");
@@ -662,17 +656,17 @@ TEST(cli_quantize_errors)
         CHECK(!test_file_exists(out));
     }
     /* not a GGUF file */
-    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' q4_k_m 2>'%s'", brasa_bin(), log, out, log);
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' q4_k_m 2>'%s'", test_brasa_bin(), log, out, log);
     CHECK(run_status(cmd) == 1);
     /* missing file, unknown type, wrong arguments */
-    snprintf(cmd, sizeof cmd, "'%s' quantize /nonexistent/x.gguf '%s' q4_0 2>'%s'", brasa_bin(), out, log);
+    snprintf(cmd, sizeof cmd, "'%s' quantize /nonexistent/x.gguf '%s' q4_0 2>'%s'", test_brasa_bin(), out, log);
     CHECK(run_status(cmd) == 1);
-    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' q3_xs 2>'%s'", brasa_bin(), in, out, log);
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' q3_xs 2>'%s'", test_brasa_bin(), in, out, log);
     CHECK(run_status(cmd) == 2);
     char *msg = test_read_file(log, NULL);
     CHECKF(msg && strstr(msg, "q4_k_m"), "the message lists the types: %s", msg ? msg : "");
     free(msg);
-    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' 2>'%s'", brasa_bin(), in, log);
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' 2>'%s'", test_brasa_bin(), in, log);
     CHECK(run_status(cmd) == 2);
     unlink(log);
     unlink(out);

@@ -871,12 +871,6 @@ TEST(unknown_pre)
 
 /* ---- command line ---- */
 
-static const char *bin(void)
-{
-    const char *b = getenv("BRASA_BIN");
-    return b && *b ? b : "build/brasa";
-}
-
 static char *run(const char *cmd, int *rc)
 {
     FILE *p = popen(cmd, "r");
@@ -903,7 +897,7 @@ static void ids_line(const struct jm *gold, size_t from, char *out, size_t cap)
 
 TEST(cli_tokenize_detokenize)
 {
-    if (access(bin(), X_OK) != 0)
+    if (access(test_brasa_bin(), X_OK) != 0)
         SKIP("brasa binary not built");
     char qwen[8192], llama[8192], jpath[8192];
     snprintf(qwen, sizeof qwen, "%s", test_shared_path("fixtures/qwen2.Q8_0.gguf"));
@@ -925,19 +919,19 @@ TEST(cli_tokenize_detokenize)
     const struct jm *chat = jm_at(jm_get(j, "prompts"), 2);
     REQUIRE(write(fd, jm_get(chat, "text")->str, jm_get(chat, "text")->len) == (ssize_t)jm_get(chat, "text")->len);
     close(fd);
-    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --special --ids-only - < '%s'", bin(), qwen, tmp);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --special --ids-only - < '%s'", test_brasa_bin(), qwen, tmp);
     char *out = run(cmd, &rc);
     ids_line(jm_get(chat, "token_ids"), 0, want, sizeof want);
     CHECKF(rc == 0 && !strcmp(out, want), "tokenize --special: rc %d\n got  %s want %s", rc, out, want);
     free(out);
     /* without --special the markup is plain text: more ids, and no control id */
-    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only - < '%s'", bin(), qwen, tmp);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only - < '%s'", test_brasa_bin(), qwen, tmp);
     out = run(cmd, &rc);
     CHECKF(rc == 0 && strlen(out) > strlen(want) && !strstr(out, "1022"), "tokenize without --special: %s", out);
     free(out);
     unlink(tmp);
     /* ids with pieces: one line per id */
-    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' 'Hello world'", bin(), llama);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' 'Hello world'", test_brasa_bin(), llama);
     out = run(cmd, &rc);
     CHECKF(rc == 0 && strstr(out, "     1 '<s>'\n"), "listing: %s", out);
     int lines = 0;
@@ -947,48 +941,48 @@ TEST(cli_tokenize_detokenize)
     free(out);
     /* BOS as the file says, and --no-bos */
     const struct jm *plain = jm_at(jm_get(j, "prompts"), 0);
-    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only 'The quick brown fox jumps over the lazy dog.'", bin(), qwen);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only 'The quick brown fox jumps over the lazy dog.'", test_brasa_bin(), qwen);
     out = run(cmd, &rc);
     ids_line(jm_get(plain, "token_ids"), 0, want, sizeof want);
     CHECKF(rc == 0 && !strcmp(out, want), "qwen2 plain: got %s want %s", out, want);
     free(out);
-    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only 'Hello'", bin(), llama);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only 'Hello'", test_brasa_bin(), llama);
     out = run(cmd, &rc);
     CHECKF(rc == 0 && !strncmp(out, "1 ", 2), "llama adds BOS: %s", out);
     free(out);
-    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --no-bos --ids-only 'Hello'", bin(), llama);
+    snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --no-bos --ids-only 'Hello'", test_brasa_bin(), llama);
     out = run(cmd, &rc);
     CHECKF(rc == 0 && strncmp(out, "1 ", 2) && out[0] != '\n', "llama --no-bos: %s", out);
     free(out);
     /* detokenize: ids as words and as a comma list */
     ids_line(jm_get(plain, "token_ids"), 0, want, sizeof want);
     want[strlen(want) - 1] = 0;
-    snprintf(cmd, sizeof cmd, "%s detokenize -m '%s' %s", bin(), qwen, want);
+    snprintf(cmd, sizeof cmd, "%s detokenize -m '%s' %s", test_brasa_bin(), qwen, want);
     out = run(cmd, &rc);
     CHECKF(rc == 0 && !strcmp(out, "The quick brown fox jumps over the lazy dog.\n"), "detokenize: '%s'", out);
     free(out);
-    snprintf(cmd, sizeof cmd, "%s detokenize -m '%s' 1022,882,198 1023", bin(), qwen);
+    snprintf(cmd, sizeof cmd, "%s detokenize -m '%s' 1022,882,198 1023", test_brasa_bin(), qwen);
     out = run(cmd, &rc);
     CHECKF(rc == 0, "detokenize with control ids: rc %d", rc);
     free(out);
-    snprintf(cmd, sizeof cmd, "%s detokenize -m '%s' 999999 2>&1", bin(), qwen);
+    snprintf(cmd, sizeof cmd, "%s detokenize -m '%s' 999999 2>&1", test_brasa_bin(), qwen);
     out = run(cmd, &rc);
     CHECKF(rc == 1 && strstr(out, "999999"), "out-of-range id: rc %d, %s", rc, out);
     free(out);
     /* an unknown pre-tokenizer is named; --fallback-pre warns and goes on */
     if (unknown_pre_path[0]) {
-        snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only 'Hello' 2>&1", bin(), unknown_pre_path);
+        snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --ids-only 'Hello' 2>&1", test_brasa_bin(), unknown_pre_path);
         out = run(cmd, &rc);
         CHECKF(rc == 1 && strstr(out, "martian-v9"), "unknown pre: rc %d, %s", rc, out);
         free(out);
-        snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --fallback-pre --ids-only 'Hello' 2>&1", bin(),
+        snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' --fallback-pre --ids-only 'Hello' 2>&1", test_brasa_bin(),
                  unknown_pre_path);
         out = run(cmd, &rc);
         CHECKF(rc == 0 && strstr(out, "warning") && strstr(out, "15496"), "--fallback-pre: rc %d, %s", rc, out);
         free(out);
         unlink(unknown_pre_path);
     }
-    snprintf(cmd, sizeof cmd, "%s tokenize 2>&1", bin());
+    snprintf(cmd, sizeof cmd, "%s tokenize 2>&1", test_brasa_bin());
     out = run(cmd, &rc);
     CHECKF(rc == 2, "usage error: rc %d", rc);
     free(out);

@@ -115,3 +115,9 @@ float test_rand_normal(unsigned long long *s)
     double u2 = (double)(test_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
+
+const char *test_brasa_bin(void)
+{
+    const char *b = getenv("BRASA_BIN");
+    return b && *b ? b : "build/brasa";
+}
