@@ -29,9 +29,9 @@ struct chain {
 
 /* Random blocks with sane scales (fp16 scale fields set to small values): a product's speed
  * does not depend on the values, only NaN/Inf must be avoided. */
-static void *rand_weights(uint32_t t, int d)
+static void *rand_weights(uint32_t t, int rows, int k)
 {
-    size_t rb = qtype_row_bytes(t, d), n = rb * (size_t)d;
+    size_t rb = qtype_row_bytes(t, k), n = rb * (size_t)rows;
     uint8_t *w = malloc(n);
     for (size_t i = 0; i < n; i += 4) {
         float f = rndf();
@@ -59,8 +59,10 @@ static void *rand_weights(uint32_t t, int d)
     return w;
 }
 
-/* x = emb[tok]; then nl products d x d of type t over the weights w[0..nl). */
-static int build(struct chain *c, uint32_t t, int d, int nl, int n_tok, void **w, float *emb)
+/* x = emb[tok]; then nl products of type t over the weights w[0..nl): product l has dims
+ * dims[l % 2] x dims[(l + 1) % 2] (k x rows), so a square chain has dims[0] == dims[1]. */
+static int build(struct chain *c, uint32_t t, const int dims[2], int nl, int n_tok, void **w,
+                 float *emb)
 {
     memset(c, 0, sizeof *c);
     struct brasa_err err;
@@ -68,16 +70,17 @@ static int build(struct chain *c, uint32_t t, int d, int nl, int n_tok, void **w
         return 0;
     int in = graph_add(&c->g, GOP_INPUT, "tokens", -1, -1, -1, -1, n_tok, 1);
     c->g.nodes[in].p.i[0] = GIN_TOKENS;
-    int e = graph_add(&c->g, GOP_WEIGHT, "emb", -1, -1, -1, -1, d, 16);
+    int e = graph_add(&c->g, GOP_WEIGHT, "emb", -1, -1, -1, -1, dims[0], 16);
     c->g.nodes[e].data = emb;
     c->g.nodes[e].type = 0;
-    int x = graph_add(&c->g, GOP_GET_ROWS, "x0", e, in, -1, -1, d, n_tok);
+    int x = graph_add(&c->g, GOP_GET_ROWS, "x0", e, in, -1, -1, dims[0], n_tok);
     for (int l = 0; l < nl; l++) {
-        c->bytes += (double)qtype_row_bytes(t, d) * d;
-        int wn = graph_addf(&c->g, GOP_WEIGHT, -1, -1, -1, -1, d, d, "w%d", l);
+        int k = dims[l % 2], rows = dims[(l + 1) % 2];
+        c->bytes += (double)qtype_row_bytes(t, k) * rows;
+        int wn = graph_addf(&c->g, GOP_WEIGHT, -1, -1, -1, -1, k, rows, "w%d", l);
         c->g.nodes[wn].data = w[l];
         c->g.nodes[wn].type = t;
-        x = graph_addf(&c->g, GOP_MATMUL, x, wn, -1, -1, d, n_tok, "mm%d", l);
+        x = graph_addf(&c->g, GOP_MATMUL, x, wn, -1, -1, rows, n_tok, "mm%d", l);
     }
     c->g.out = x;
     c->g.n_out = n_tok;
@@ -123,42 +126,115 @@ int main(int argc, char **argv)
     static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K,
                                      GGML_TYPE_Q5_K, GGML_TYPE_Q4_0, GGML_TYPE_F16,
                                      GGML_TYPE_BF16};
-    int d = 4096, nl = quick ? 8 : 24;
-    printf("| type | weights MB | 1 col graph us | GB/s | %% of copy | 1 col eager us | 8 cols us | 64 cols us |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    int nl = quick ? 8 : 24;
+    printf("Decode products: mvd = the decode kernel (mvd.cu), mv = matvec.cu with one column\n"
+           "(BRASA_GPU_MVD=0); check = largest |mvd - mv| / max |mv| over one 4096x4096 product.\n\n");
+    printf("| type | weights MB | mvd graph us | mvd GB/s | %% of copy | mv graph us | mv GB/s | "
+           "mvd eager us | 8 cols us | 64 cols us | check |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
-        struct chain c1, c8, c64;
+        struct chain c1, c8, c64, cx;
         void *w[64];
-        float *emb = malloc((size_t)d * 16 * 4);
-        for (int i = 0; i < d * 16; i++)
+        int sq[2] = {4096, 4096};
+        float *emb = malloc((size_t)4096 * 16 * 4);
+        for (int i = 0; i < 4096 * 16; i++)
             emb[i] = rndf();
         for (int l = 0; l < nl; l++)
-            w[l] = rand_weights(types[ti], d);
-        if (!build(&c1, types[ti], d, nl, 1, w, emb) || !build(&c8, types[ti], d, nl, 8, w, emb) ||
-            !build(&c64, types[ti], d, nl, 64, w, emb)) {
+            w[l] = rand_weights(types[ti], 4096, 4096);
+        if (!build(&c1, types[ti], sq, nl, 1, w, emb) || !build(&c8, types[ti], sq, nl, 8, w, emb) ||
+            !build(&c64, types[ti], sq, nl, 64, w, emb) || !build(&cx, types[ti], sq, 1, 1, w, emb)) {
             printf("bench_gpu: graph build failed\n");
             return 1;
         }
-        struct gpu_sess *s;
-        if (gpu_sess_new(g, &s, &err) != BRASA_OK ||
+        struct gpu_sess *s, *s0;
+        setenv("BRASA_GPU_MVD", "0", 1);
+        brasa_status st0 = gpu_sess_new(g, &s0, &err);
+        unsetenv("BRASA_GPU_MVD");
+        if (st0 != BRASA_OK || gpu_sess_new(g, &s, &err) != BRASA_OK ||
             gpu_sess_prepare(s, &c1.g, 16, &err) != BRASA_OK ||
             gpu_sess_prepare(s, &c8.g, 16, &err) != BRASA_OK ||
-            gpu_sess_prepare(s, &c64.g, 16, &err) != BRASA_OK) {
+            gpu_sess_prepare(s, &c64.g, 16, &err) != BRASA_OK ||
+            gpu_sess_prepare(s, &cx.g, 16, &err) != BRASA_OK ||
+            gpu_sess_prepare(s0, &c1.g, 16, &err) != BRASA_OK ||
+            gpu_sess_prepare(s0, &cx.g, 16, &err) != BRASA_OK) {
             printf("bench_gpu: %s\n", err.msg);
             return 1;
         }
         double tg = time_runs(s, &c1, false, 20), te = time_runs(s, &c1, true, 20);
+        double t0 = time_runs(s0, &c1, false, 20);
         double t8 = time_runs(s, &c8, false, 10), t64 = time_runs(s, &c64, false, 5);
-        double gbs = c1.bytes / (tg * 1e-3) / 1e9;
-        printf("| %s | %.0f | %.0f | %.0f | %.0f%% | %.0f | %.0f | %.0f |\n",
-               qtype_get(types[ti])->name, c1.bytes / 1e6, tg * 1e3, gbs, 100 * gbs / bw, te * 1e3,
-               t8 * 1e3, t64 * 1e3);
+        /* one product with each kernel: the outputs must agree to rounding */
+        double worst = -1;
+        if (time_runs(s, &cx, false, 0) >= 0) {
+            float *a = malloc(4096 * sizeof *a);
+            memcpy(a, gpu_sess_output(s), 4096 * sizeof *a);
+            if (time_runs(s0, &cx, false, 0) >= 0) {
+                const float *b = gpu_sess_output(s0);
+                double mx = 0, md = 0;
+                for (int i = 0; i < 4096; i++) {
+                    mx = fabs(b[i]) > mx ? fabs(b[i]) : mx;
+                    md = fabs(a[i] - b[i]) > md ? fabs(a[i] - b[i]) : md;
+                }
+                worst = mx > 0 ? md / mx : md;
+            }
+            free(a);
+        }
+        double gbs = c1.bytes / (tg * 1e-3) / 1e9, gbs0 = c1.bytes / (t0 * 1e-3) / 1e9;
+        printf("| %s | %.0f | %.0f | %.0f | %.0f%% | %.0f | %.0f | %.0f | %.0f | %.0f | %.1e |\n",
+               qtype_get(types[ti])->name, c1.bytes / 1e6, tg * 1e3, gbs, 100 * gbs / bw, t0 * 1e3,
+               gbs0, te * 1e3, t8 * 1e3, t64 * 1e3, worst);
         fflush(stdout);
         gpu_sess_free(s);
+        gpu_sess_free(s0);
         graph_free(&c1.g);
         graph_free(&c8.g);
         graph_free(&c64.g);
+        graph_free(&cx.g);
         for (int l = 0; l < nl; l++)
+            free(w[l]);
+        free(emb);
+    }
+    /* FFN-shaped chains (up then down, alternating) of Qwen2.5-7B and -1.5B */
+    static const struct {
+        const char *name;
+        uint32_t t;
+        int dims[2], nl;
+    } ffn[] = {{"7B FFN Q4_K", GGML_TYPE_Q4_K, {3584, 18944}, 8},
+               {"7B FFN Q6_K", GGML_TYPE_Q6_K, {3584, 18944}, 6},
+               {"7B FFN Q8_0", GGML_TYPE_Q8_0, {3584, 18944}, 6},
+               {"1.5B FFN Q4_K", GGML_TYPE_Q4_K, {1536, 8960}, 16},
+               {"1.5B FFN Q8_0", GGML_TYPE_Q8_0, {1536, 8960}, 12},
+               {"7B attn Q4_K", GGML_TYPE_Q4_K, {3584, 3584}, 24},
+               {"1.5B attn Q4_K", GGML_TYPE_Q4_K, {1536, 1536}, 48}};
+    printf("\n| chain | weights MB | mvd graph us | mvd GB/s | %% of copy | mv graph us | mv GB/s |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t fi = 0; fi < sizeof ffn / sizeof *ffn && !quick; fi++) {
+        void *w[64];
+        struct chain c;
+        float *emb = malloc((size_t)ffn[fi].dims[0] * 16 * 4);
+        for (int i = 0; i < ffn[fi].dims[0] * 16; i++)
+            emb[i] = rndf();
+        for (int l = 0; l < ffn[fi].nl; l++)
+            w[l] = rand_weights(ffn[fi].t, ffn[fi].dims[(l + 1) % 2], ffn[fi].dims[l % 2]);
+        struct gpu_sess *s, *s0;
+        setenv("BRASA_GPU_MVD", "0", 1);
+        brasa_status st0 = gpu_sess_new(g, &s0, &err);
+        unsetenv("BRASA_GPU_MVD");
+        if (!build(&c, ffn[fi].t, ffn[fi].dims, ffn[fi].nl, 1, w, emb) || st0 != BRASA_OK ||
+            gpu_sess_new(g, &s, &err) != BRASA_OK || gpu_sess_prepare(s, &c.g, 16, &err) ||
+            gpu_sess_prepare(s0, &c.g, 16, &err)) {
+            printf("bench_gpu: %s\n", err.msg);
+            return 1;
+        }
+        double tg = time_runs(s, &c, false, 20), t0 = time_runs(s0, &c, false, 20);
+        double gbs = c.bytes / (tg * 1e-3) / 1e9, gbs0 = c.bytes / (t0 * 1e-3) / 1e9;
+        printf("| %s | %.0f | %.0f | %.0f | %.0f%% | %.0f | %.0f |\n", ffn[fi].name, c.bytes / 1e6,
+               tg * 1e3, gbs, 100 * gbs / bw, t0 * 1e3, gbs0);
+        fflush(stdout);
+        gpu_sess_free(s);
+        gpu_sess_free(s0);
+        graph_free(&c.g);
+        for (int l = 0; l < ffn[fi].nl; l++)
             free(w[l]);
         free(emb);
     }

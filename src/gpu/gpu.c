@@ -12,6 +12,7 @@
 #include "gpu/drv_hip.h"
 #include "gpu/jit.h"
 #include "gpu/kcache.h"
+#include "gpu/layout.h"
 #include "gpu/mem.h"
 #include "gpu/variants.h"
 
@@ -66,6 +67,7 @@ struct wmap {
 
 struct mv_kernel {
     uint32_t wtype;
+    int dec;         /* 1: the decode kernel (mvd.cu; ks is its lanes per row), 0: matvec.cu */
     int nc;          /* requested columns per pass */
     int glu, ks;
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
@@ -146,6 +148,7 @@ struct gpu_sess {
     const char *dump;
     bool use_graph, fuse;
     bool ksplit;             /* BRASA_GPU_KSPLIT=1: 4 warps per long row (not yet measured) */
+    bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
     float last_ms;
 };
 
@@ -286,49 +289,83 @@ void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *
     *cached = g->jit.n_cached;
 }
 
-/* The matvec kernel for a weight type: the first variant that compiles and does not spill. */
-static brasa_status get_mv(struct gpu *g, uint32_t wtype, int nc, int glu, int ks,
+/* The matrix kernel for a weight type (dec: the decode kernel, ks its lanes per row): the
+ * first variant that compiles and does not spill. */
+static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int ks,
                            struct mv_kernel **out, struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
-        if (g->mv[i].wtype == wtype && g->mv[i].nc == nc && g->mv[i].glu == glu &&
-            g->mv[i].ks == ks) {
+        if (g->mv[i].dec == dec && g->mv[i].wtype == wtype && g->mv[i].nc == nc &&
+            g->mv[i].glu == glu && g->mv[i].ks == ks) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
     if (g->n_mv == 32)
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[4];
-    int nv = gpu_matvec_variants(wtype, nc, glu, ks, v, 4);
+    int nv = dec ? gpu_mvd_variants(wtype, glu, ks, v, 4)
+                 : gpu_matvec_variants(wtype, nc, glu, ks, v, 4);
+    const char *fname = dec ? "mvd" : "matvec";
     if (nv == 0)
         return brasa_fail(err, BRASA_EUNSUPPORTED,
                           "weight type %u has no GPU matrix kernel (supported: F32, F16, BF16, "
                           "Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)", wtype);
     brasa_status st = BRASA_OK;
     for (int k = 0; k < nv; k++) {
-        struct mv_kernel m = {.wtype = wtype, .nc = nc, .glu = glu, .ks = ks,
+        struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .ks = ks,
                               .nw = (int)v[k].defs[1].value,
-                              .ncv = (int)v[k].defs[2].value};
+                              .ncv = dec ? 1 : (int)v[k].defs[2].value};
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
             continue;
         int regs = 0, local = 0;
         /* the last candidate is taken even if it spills (slower, but it runs) */
-        if ((st = jit_function(&g->jit, m.mod, "matvec", &m.fn, &regs, k == nv - 1 ? &local : NULL,
+        if ((st = jit_function(&g->jit, m.mod, fname, &m.fn, &regs, k == nv - 1 ? &local : NULL,
                                err)) != BRASA_OK) {
             if (g->o.verbose)
-                fprintf(stderr, "brasa: rejected matvec type %u NW=%d NC=%d: %s\n", wtype, m.nw,
-                        m.ncv, err->msg);
+                fprintf(stderr, "brasa: rejected %s type %u variant %d: %s\n", fname, wtype, k,
+                        err->msg);
             g->d.cuModuleUnload(m.mod);
             continue;
         }
         if (g->o.verbose)
-            fprintf(stderr, "brasa: matvec type %u%s: NW=%d NC=%d (%d registers, %d local bytes)\n",
-                    wtype, glu ? " gate+up" : "", m.nw, m.ncv, regs, local);
+            fprintf(stderr, "brasa: %s type %u%s: variant %d, NW=%d %s=%d (%d registers, %d "
+                    "local bytes)\n", fname, wtype, glu ? " gate+up" : "", k, m.nw,
+                    dec ? "SL" : "NC", dec ? ks : m.ncv, regs, local);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
         return BRASA_OK;
     }
-    return brasa_wrap(err, st, "no usable matvec variant for type %u", wtype);
+    return brasa_wrap(err, st, "no usable %s variant for type %u", fname, wtype);
+}
+
+/* Copies a weight to the device, quantized types in the planar layout (gpu/layout.h), a
+ * chunk of blocks at a time. */
+static brasa_status upload_weight(struct gpu *g, uint32_t type, CUdeviceptr p, const void *host,
+                                  size_t bytes, struct brasa_err *err)
+{
+    struct layout_field f[LAYOUT_MAX_FIELDS];
+    size_t bb = 0;
+    int nf = layout_fields(type, f, &bb);
+    if (nf == 0)
+        return DRV_CALL(&g->d, err, cuMemcpyHtoD, p, host, bytes);
+    size_t nblk = bytes / bb, chunk = ((size_t)32 << 20) / bb;
+    if (chunk > nblk)
+        chunk = nblk;
+    uint8_t *tmp = malloc(chunk * bb);
+    if (!tmp)
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    brasa_status st = BRASA_OK;
+    for (size_t b0 = 0; b0 < nblk && st == BRASA_OK; b0 += chunk) {
+        size_t cb = nblk - b0 < chunk ? nblk - b0 : chunk, roff = 0;
+        layout_pack(type, (const uint8_t *)host + b0 * bb, 0, cb, cb, tmp);
+        for (int j = 0; j < nf && st == BRASA_OK; j++) {
+            st = DRV_CALL(&g->d, err, cuMemcpyHtoD, p + roff * nblk + b0 * f[j].size,
+                          tmp + roff * cb, cb * f[j].size);
+            roff += f[j].size;
+        }
+    }
+    free(tmp);
+    return st;
 }
 
 /* Device copy of a weight (uploaded on first use; tied tensors share one copy). */
@@ -357,7 +394,7 @@ static brasa_status weight_dev(struct gpu *g, const struct graph_node *n, CUdevi
     brasa_status st = gmem_alloc(&g->mem, &p, bytes, n->name, "weights", err);
     if (st != BRASA_OK)
         return st;
-    if ((st = DRV_CALL(&g->d, err, cuMemcpyHtoD, p, n->data, bytes)) != BRASA_OK) {
+    if ((st = upload_weight(g, n->type, p, n->data, bytes, err)) != BRASA_OK) {
         gmem_free(&g->mem, p);
         return brasa_wrap(err, st, "uploading %s", n->name);
     }
@@ -383,6 +420,8 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->dump = getenv("BRASA_DUMP");
     e = getenv("BRASA_GPU_KSPLIT");
     s->ksplit = e && strcmp(e, "1") == 0;
+    e = getenv("BRASA_GPU_MVD");
+    s->mvd = !(e && strcmp(e, "0") == 0);
     brasa_status st;
     if ((st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
         (st = DRV_CALL(&g->d, err, cuStreamCreate, &s->st, CU_STREAM_NON_BLOCKING)) ||
@@ -493,7 +532,7 @@ struct pb {
     struct gpu_sess *s;
     const struct graph *g;
     struct plan *p;
-    CUdeviceptr ws, xq, xd, xf, part;
+    CUdeviceptr ws, xq, xd, xs, xf, part;
     int *nuse;       /* consumers per node */
     int *normsrc;    /* MATMUL: the RMS_NORM folded into its activation conversion, or -1 */
     int *resadd;     /* MATMUL: the ADD folded into its epilogue, or -1 */
@@ -602,15 +641,11 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, b->xq);
         ap(l, b->xd);
         ap(l, b->xf);
+        ap(l, b->xs);
         b->q_src = key;
         b->q_mode = mode;
     }
-    struct mv_kernel *mv = NULL;
     int glu = b->glu[i] >= 0;
-    /* long rows and few of them (the FFN down projection): 4 warps share each row */
-    int ks = b->s->ksplit && T == 1 && !glu && b->mnext[i] < 0 && rows < 8192 && k >= 8192 ? 4 : 1;
-    if ((st = get_mv(g, w->type, T > 1 ? 8 : 1, glu, ks, &mv, b->err)) != BRASA_OK)
-        return brasa_wrap(b->err, st, "matmul %s", n->name);
     /* the launch's weights: this matmul and those chained to it (q, k, v; or gate, up) */
     int mm[3] = {i, -1, -1}, nm = 1;
     if (glu)
@@ -640,12 +675,47 @@ static brasa_status plan_matmul(struct pb *b, int i)
     }
     int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
     long tot = glu ? rows : (long)r[0] + r[1] + r[2];
+    const char *kname = glu ? "matvec_glu" : nm > 1 ? "matvec_multi" : "matvec";
+    struct mv_kernel *mv = NULL;
+    struct launch *l;
+    if (T == 1 && b->s->mvd) {
+        /* decode: lanes per row from the row's 16-byte pieces (mvd.cu): 16 for short rows,
+         * 64 (two warps a row) for long rows too few to give every SM 32 warps */
+        int pe = w->type == T_Q8_0 ? 16 : w->type == T_F16 || w->type == T_BF16 ? 8
+               : w->type == T_F32 ? 4 : 32;
+        long pieces = k / pe;
+        int sl = pieces < 64 ? 16 : pieces >= 256 && tot < 32L * g->n_sm ? 64 : 32;
+        if ((st = get_mv(g, 1, w->type, 1, glu, sl, &mv, b->err)) != BRASA_OK)
+            return brasa_wrap(b->err, st, "matmul %s", n->name);
+        int rpb = sl > 32 ? mv->nw / (sl / 32) : mv->nw * (32 / sl);
+        if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)((tot + rpb - 1) / rpb), 1, 1,
+                    (unsigned)mv->nw * 32, 0)))
+            return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
+        for (int j = 0; j < 3; j++)
+            ap(l, W[j]);
+        ap(l, mode >= 2 ? b->xf : b->xq);
+        ap(l, b->xd);
+        ap(l, b->xs);
+        for (int j = 0; j < 3; j++)
+            ap(l, y[j]);
+        for (int j = 0; j < 3; j++)
+            ap(l, bias[j]);
+        ap(l, res);
+        af(l, rscale);
+        for (int j = 0; j < 3; j++)
+            ai(l, r[j]);
+        ai(l, k);
+        return BRASA_OK;
+    }
+    /* long rows and few of them (the FFN down projection): 4 warps share each row */
+    int ks = b->s->ksplit && T == 1 && !glu && b->mnext[i] < 0 && rows < 8192 && k >= 8192 ? 4 : 1;
+    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, ks, &mv, b->err)) != BRASA_OK)
+        return brasa_wrap(b->err, st, "matmul %s", n->name);
     int rpb = mv->nw / mv->ks; /* rows per block */
     unsigned nrb = (unsigned)((tot + rpb - 1) / rpb), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);
     int tf = nct > 1 && nrb <= 65535;
-    struct launch *l = L(b, -1, mv->fn, glu ? "matvec_glu" : nm > 1 ? "matvec_multi" : "matvec",
-                         dst, tf ? nct : nrb, tf ? nrb : nct, 1, (unsigned)mv->nw * 32, 0);
-    if (!l)
+    if (!(l = L(b, -1, mv->fn, kname, dst, tf ? nct : nrb, tf ? nrb : nct, 1,
+                (unsigned)mv->nw * 32, 0)))
         return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
     for (int j = 0; j < 3; j++)
         ap(l, W[j]);
@@ -697,9 +767,12 @@ static brasa_status plan_node(struct pb *b, int i)
         if (w->type != T_F32 && w->type != T_F16 && w->type != T_BF16 && !row_bytes(w->type, 256))
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "embedding type %u", w->type);
         if ((l = L(b, K_GET_ROWS, NULL, NULL, i, (unsigned)T, 1, 1, 256, 0))) {
+            size_t bb;
+            int be;
+            type_block(w->type, &bb, &be);
             ap(l, in[0]);
             ai(l, w->type);
-            al(l, (long long)row_bytes(w->type, w->ne[0]));
+            al(l, (long long)(node_elems(w) / (size_t)be)); /* blocks in all (planar layout) */
             ai(l, w->ne[0]);
             ap(l, in[1]);
             af(l, n->p.f[0]);
@@ -1025,8 +1098,8 @@ static void fuse(struct pb *b)
 }
 
 /* Workspace bytes of a graph: arena, activation scratch, attention partials. */
-static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_t *o_xf,
-                        size_t *o_part)
+static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_t *o_xs,
+                        size_t *o_xf, size_t *o_part)
 {
     size_t maxk = 0, part = 0;
     for (int i = 0; i < g->n; i++) {
@@ -1047,6 +1120,8 @@ static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_
     off += UP(maxk);
     *o_xd = off;
     off += UP(maxk / 32 * 4 + 4);
+    *o_xs = off;
+    off += UP(maxk / 16 * 4 + 4);
     *o_xf = off;
     off += UP(maxk * 4);
     *o_part = off;
@@ -1080,8 +1155,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         }
     }
     plan_clear(s, p);
-    size_t o_xq, o_xd, o_xf, o_part;
-    size_t need = ws_layout(g, &o_xq, &o_xd, &o_xf, &o_part);
+    size_t o_xq, o_xd, o_xs, o_xf, o_part;
+    size_t need = ws_layout(g, &o_xq, &o_xd, &o_xs, &o_xf, &o_part);
     if (need > s->ws_cap) {
         gp->d.cuStreamSynchronize(s->st);
         gmem_free(&gp->mem, s->ws);
@@ -1121,7 +1196,7 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         s->out_cap = ob;
     }
     struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o_xq, .xd = s->ws + o_xd,
-                   .xf = s->ws + o_xf, .part = s->ws + o_part, .q_src = -1, .q_mode = -1,
+                   .xs = s->ws + o_xs, .xf = s->ws + o_xf, .part = s->ws + o_part, .q_src = -1, .q_mode = -1,
                    .err = err};
     b.nuse = calloc((size_t)g->n, sizeof(int));
     b.normsrc = malloc((size_t)g->n * sizeof(int));

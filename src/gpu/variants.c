@@ -33,6 +33,27 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, int ks, struct gpu_vari
     return 2;
 }
 
+int gpu_mvd_variants(unsigned wtype, int glu, int sl, struct gpu_variant *out, int cap)
+{
+    int known = 0;
+    for (int i = 0; i < gpu_n_matvec_types; i++)
+        known |= gpu_matvec_types[i] == wtype;
+    if (!known || cap < 2 || (sl != 16 && sl != 32 && sl != 64))
+        return 0;
+    /* 4 pieces in flight per lane at 64 registers (32 warps per SM); if that spills, 2
+     * pieces at 80 registers (24 warps) */
+    for (int v = 0; v < 2; v++)
+        out[v] = (struct gpu_variant){"mvd.cu",
+                                      6,
+                                      {{"QT", (long)wtype},
+                                       {"NW", 4},
+                                       {"SL", sl},
+                                       {"U", v ? 2 : 4},
+                                       {"GLU", glu},
+                                       {"MB", v ? 6 : 8}}};
+    return 2;
+}
+
 int gpu_all_variants(struct gpu_variant *out, int cap)
 {
     int n = 0;
@@ -45,5 +66,9 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
             for (int glu = 0; glu < 2; glu++)
                 for (int ks = 1; ks <= (nc == 1 && !glu ? 4 : 1); ks += 3)
                     n += gpu_matvec_variants(gpu_matvec_types[i], nc, glu, ks, out + n, cap - n);
+    for (int i = 0; i < gpu_n_matvec_types; i++)
+        for (int glu = 0; glu < 2; glu++)
+            for (int sl = 16; sl <= 64; sl *= 2)
+                n += gpu_mvd_variants(gpu_matvec_types[i], glu, sl, out + n, cap - n);
     return n;
 }

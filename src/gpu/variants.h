@@ -5,7 +5,7 @@
 #define BRASA_GPU_VARIANTS_H
 #include "gpu/jit.h"
 
-#define GV_MAX_DEFS 5
+#define GV_MAX_DEFS 6
 
 struct gpu_variant {
     const char *tmpl;                 /* "matvec.cu" */
@@ -17,6 +17,9 @@ struct gpu_variant {
  * batches), plain or gate+up SwiGLU (glu), ks warps per row (4: long rows, few of them); returns their count (0 if the type has no kernel)
  * and fills out[0..count). */
 int gpu_matvec_variants(unsigned wtype, int nc, int glu, int ks, struct gpu_variant *out, int cap);
+/* Candidates for the decode product (mvd.cu) of weight type wtype, plain or gate+up (glu),
+ * with sl lanes per row (16, 32 or 64); returns their count (0: no such kernel). */
+int gpu_mvd_variants(unsigned wtype, int glu, int sl, struct gpu_variant *out, int cap);
 /* All variants (for the compile test): fills out, returns the count. */
 int gpu_all_variants(struct gpu_variant *out, int cap);
 /* Weight types with a matvec kernel. */

@@ -108,48 +108,78 @@ __device__ __forceinline__ void kscale(int j, const u8 *q, int *d, int *m)
     }
 }
 
-// Element i of a row of type t (slow; embeddings only).
-__device__ float deq1(int t, const u8 *row, int i)
+// Planar weights (gpu/layout.h): the fields of block i of a matrix of N blocks. q: the
+// quantized values (Q6_K: ql); h: Q4_K/Q5_K d, dmin, scales (Q5_K: then qh), Q6_K qh;
+// s: Q6_K scales; d: the F16 scale of Q4_0, Q8_0, Q6_K.
+struct qblk {
+    const u8 *q, *h, *s, *d;
+};
+__device__ __forceinline__ qblk qblock(int t, const u8 *W, i64 N, i64 i)
+{
+    qblk b = {W, W, W, W};
+    switch (t) {
+    case T_Q4_0: b.q = W + 16 * i; b.d = W + 16 * N + 2 * i; break;
+    case T_Q8_0: b.q = W + 32 * i; b.d = W + 32 * N + 2 * i; break;
+    case T_Q4_K: b.q = W + 128 * i; b.h = W + 128 * N + 16 * i; break;
+    case T_Q5_K: b.q = W + 128 * i; b.h = W + 128 * N + 48 * i; break;
+    case T_Q6_K:
+        b.q = W + 128 * i;
+        b.h = W + 128 * N + 64 * i;
+        b.s = W + 192 * N + 16 * i;
+        b.d = W + 208 * N + 2 * i;
+        break;
+    }
+    return b;
+}
+// Block j after block b (same matrix): each field advances by its size.
+__device__ __forceinline__ qblk qblock_next(int t, qblk b, int j)
+{
+    int qs = t == T_Q4_0 ? 16 : t == T_Q8_0 ? 32 : 128;
+    int hs = t == T_Q4_K ? 16 : t == T_Q5_K ? 48 : 64;
+    qblk o = {b.q + qs * j, b.h + hs * j, b.s + 16 * j, b.d + 2 * j};
+    return o;
+}
+// elements per block of a type (1 for the float types)
+__device__ __forceinline__ int qblock_elems(int t)
+{
+    return t == T_Q4_K || t == T_Q5_K || t == T_Q6_K ? 256 : t == T_Q4_0 || t == T_Q8_0 ? 32 : 1;
+}
+
+// Element i of row r of a matrix of type t with n elements per row and N blocks in all
+// (slow; embeddings only).
+__device__ float deq1(int t, const u8 *W, i64 N, int n, i64 r, int i)
 {
     switch (t) {
-    case T_F32: return ((const float *)row)[i];
-    case T_F16: return h2f(((const u16 *)row)[i]);
-    case T_BF16: return bf2f(((const u16 *)row)[i]);
+    case T_F32: return ((const float *)W)[r * n + i];
+    case T_F16: return h2f(((const u16 *)W)[r * n + i]);
+    case T_BF16: return bf2f(((const u16 *)W)[r * n + i]);
+    }
+    int be = qblock_elems(t), l = i % be;
+    qblk b = qblock(t, W, N, r * (n / be) + i / be);
+    switch (t) {
     case T_Q4_0: {
-        const u8 *b = row + (i / 32) * 18;
-        int l = i % 32;
-        int q = l < 16 ? (b[2 + l] & 0xF) : (b[2 + l - 16] >> 4);
-        return (q - 8) * h2f(ld16(b));
+        int q = l < 16 ? (b.q[l] & 0xF) : (b.q[l - 16] >> 4);
+        return (q - 8) * h2f(ld16(b.d));
     }
-    case T_Q8_0: {
-        const u8 *b = row + (i / 32) * 34;
-        return (float)(i8)b[2 + i % 32] * h2f(ld16(b));
-    }
-    case T_Q4_K: {
-        const u8 *b = row + (i / 256) * 144;
-        int l = i % 256, g = l / 64, j = l % 64, sub = l / 32, sc, mn;
-        kscale(sub, b + 4, &sc, &mn);
-        u8 qb = b[16 + 32 * g + (j % 32)];
-        int q = j < 32 ? (qb & 0xF) : (qb >> 4);
-        return h2f(ld16(b)) * sc * q - h2f(ld16(b + 2)) * mn;
-    }
+    case T_Q8_0: return (float)(i8)b.q[l] * h2f(ld16(b.d));
+    case T_Q4_K:
     case T_Q5_K: {
-        const u8 *b = row + (i / 256) * 176;
-        int l = i % 256, g = l / 64, j = l % 64, sub = l / 32, sc, mn;
-        kscale(sub, b + 4, &sc, &mn);
-        u8 qb = b[48 + 32 * g + (j % 32)];
-        int q = (j < 32 ? (qb & 0xF) : (qb >> 4)) + (((b[16 + (j % 32)] >> sub) & 1) << 4);
-        return h2f(ld16(b)) * sc * q - h2f(ld16(b + 2)) * mn;
+        int g = l / 64, j = l % 64, sub = l / 32, sc, mn;
+        kscale(sub, b.h + 4, &sc, &mn);
+        u8 qb = b.q[32 * g + (j % 32)];
+        int q = j < 32 ? (qb & 0xF) : (qb >> 4);
+        if (t == T_Q5_K)
+            q += ((b.h[16 + (j % 32)] >> sub) & 1) << 4;
+        return h2f(ld16(b.h)) * sc * q - h2f(ld16(b.h + 2)) * mn;
     }
     case T_Q6_K: {
-        const u8 *b = row + (i / 256) * 210;
-        int l = i % 256, half = l / 128, r = l % 128, quarter = r / 32, ll = r % 32;
-        const u8 *ql = b + 64 * half, *qh = b + 128 + 32 * half;
-        const i8 *sc = (const i8 *)(b + 192) + 8 * half;
+        int half = l / 128, rr = l % 128, quarter = rr / 32, ll = rr % 32;
+        const u8 *ql = b.q + 64 * half, *qh = b.h + 32 * half;
+        const i8 *sc = (const i8 *)b.s + 8 * half;
         int lo = (quarter & 1) ? ql[ll + 32] : ql[ll];
         lo = quarter >= 2 ? (lo >> 4) : (lo & 0xF);
         int q = (lo | (((qh[ll] >> (2 * quarter)) & 3) << 4)) - 32;
-        return h2f(ld16(b + 208)) * sc[ll / 16 + 2 * quarter] * q;
+        return h2f(ld16(b.d)) * sc[ll / 16 + 2 * quarter] * q;
     }
     }
     return 0.0f;

@@ -28,73 +28,73 @@
 #endif
 
 #if INT_PATH
-// Sub-block s (32 elements) of a row: q[8] packed signed bytes (element 4i+b in byte b of
-// q[i]); scales of the first and second 16 elements; min term (K formats with mins).
-__device__ __forceinline__ void load_sub(const u8 *row, int s, int q[8], float &s_lo, float &s_hi,
-                                         float &mn)
+// Sub-block s (32 elements) of row r of a planar weight (gpu/layout.h) of N blocks in all:
+// q[8] packed signed bytes (element 4i+b in byte b of q[i]); scales of the first and second
+// 16 elements; min term (K formats with mins).
+__device__ __forceinline__ void load_sub(const u8 *W, i64 N, i64 r, int k, int s, int q[8],
+                                         float &s_lo, float &s_hi, float &mn)
 {
 #if QT == T_Q4_0
-    const u8 *b = row + (i64)s * 18;
-    float d = h2f(ld16(b));
+    qblk b = qblock(QT, W, N, r * (k >> 5) + s);
+    uint4 w = *(const uint4 *)b.q;
+    u32 ww[4] = {w.x, w.y, w.z, w.w};
+    float d = h2f(ld16(b.d));
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        u32 w = ld32u(b + 2 + 4 * i);
-        q[i] = (int)vsub4(w & 0x0F0F0F0Fu, 0x08080808u);
-        q[4 + i] = (int)vsub4((w >> 4) & 0x0F0F0F0Fu, 0x08080808u);
+        q[i] = (int)vsub4(ww[i] & 0x0F0F0F0Fu, 0x08080808u);
+        q[4 + i] = (int)vsub4((ww[i] >> 4) & 0x0F0F0F0Fu, 0x08080808u);
     }
     s_lo = s_hi = d;
     mn = 0.0f;
 #elif QT == T_Q8_0
-    const u8 *b = row + (i64)s * 34;
-    float d = h2f(ld16(b));
+    qblk b = qblock(QT, W, N, r * (k >> 5) + s);
+    uint4 w0 = ((const uint4 *)b.q)[0], w1 = ((const uint4 *)b.q)[1];
+    u32 ww[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    float d = h2f(ld16(b.d));
 #pragma unroll
     for (int i = 0; i < 8; i++)
-        q[i] = (int)ld32u(b + 2 + 4 * i);
+        q[i] = (int)ww[i];
     s_lo = s_hi = d;
     mn = 0.0f;
-#elif QT == T_Q4_K
-    const u8 *b = row + (i64)(s >> 3) * 144;
+#elif QT == T_Q4_K || QT == T_Q5_K
+    qblk b = qblock(QT, W, N, r * (k >> 8) + (s >> 3));
     int j = s & 7, sc, m;
-    kscale(j, b + 4, &sc, &m);
-    const uint4 *qp = (const uint4 *)(b + 16 + 32 * (j >> 1));
+    kscale(j, b.h + 4, &sc, &m);
+    const uint4 *qp = (const uint4 *)(b.q + 32 * (j >> 1));
     uint4 w0 = qp[0], w1 = qp[1];
     u32 w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
     int sh = (j & 1) * 4;
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        q[i] = (int)((w[i] >> sh) & 0x0F0F0F0Fu);
-    float d = h2f(ld16(b));
-    s_lo = s_hi = d * (float)sc;
-    mn = h2f(ld16(b + 2)) * (float)m;
-#elif QT == T_Q5_K
-    const u8 *b = row + (i64)(s >> 3) * 176;
-    int j = s & 7, sc, m;
-    kscale(j, b + 4, &sc, &m);
-    const uint4 *qp = (const uint4 *)(b + 48 + 32 * (j >> 1));
-    const uint4 *hp = (const uint4 *)(b + 16);
-    uint4 w0 = qp[0], w1 = qp[1], h0 = hp[0], h1 = hp[1];
-    u32 w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#if QT == T_Q5_K
+    const uint4 *hp = (const uint4 *)(b.h + 16);
+    uint4 h0 = hp[0], h1 = hp[1];
     u32 hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-    int sh = (j & 1) * 4;
 #pragma unroll
     for (int i = 0; i < 8; i++)
         q[i] = (int)(((w[i] >> sh) & 0x0F0F0F0Fu) | (((hw[i] >> j) & 0x01010101u) << 4));
-    float d = h2f(ld16(b));
+#else
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        q[i] = (int)((w[i] >> sh) & 0x0F0F0F0Fu);
+#endif
+    float d = h2f(ld16(b.h));
     s_lo = s_hi = d * (float)sc;
-    mn = h2f(ld16(b + 2)) * (float)m;
+    mn = h2f(ld16(b.h + 2)) * (float)m;
 #else // Q6_K
-    const u8 *b = row + (i64)(s >> 3) * 210;
+    qblk b = qblock(QT, W, N, r * (k >> 8) + (s >> 3));
     int j = s & 7, half = j >> 2, qu = j & 3;
-    const u8 *ql = b + 64 * half + ((qu & 1) ? 32 : 0), *qh = b + 128 + 32 * half;
+    const uint4 *lp = (const uint4 *)(b.q + 64 * half + ((qu & 1) ? 32 : 0));
+    const uint4 *hp = (const uint4 *)(b.h + 32 * half);
+    uint4 l0 = lp[0], l1 = lp[1], h0 = hp[0], h1 = hp[1];
+    u32 lw[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+    u32 hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
     int sh = qu >= 2 ? 4 : 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        u32 lw = ld32u(ql + 4 * i), hw = ld32u(qh + 4 * i);
-        u32 v = ((lw >> sh) & 0x0F0F0F0Fu) | (((hw >> (2 * qu)) & 0x03030303u) << 4);
+        u32 v = ((lw[i] >> sh) & 0x0F0F0F0Fu) | (((hw[i] >> (2 * qu)) & 0x03030303u) << 4);
         q[i] = (int)vsub4(v, 0x20202020u);
     }
-    const i8 *scp = (const i8 *)(b + 192) + 8 * half + 2 * qu;
-    float d = h2f(ld16(b + 208));
+    const i8 *scp = (const i8 *)b.s + 8 * half + 2 * qu;
+    float d = h2f(ld16(b.d));
     s_lo = d * (float)scp[0];
     s_hi = d * (float)scp[1];
     mn = 0.0f;
@@ -184,8 +184,9 @@ __device__ __forceinline__ void dot8(uint4 wv, const float *xf, int e, int k, in
 
 // One weight row against NC columns; lanes stride over the row, UNROLL steps' weight loads
 // issued before the first use (bytes in flight are what a memory-bound product needs).
-__device__ __forceinline__ void row_dot(const u8 *wr, const void *xa, const float *xd, int k,
-                                        int c0, int ncols, int lane, float *acc)
+__device__ __forceinline__ void row_dot(const u8 *W, i64 N, i64 row, long long row_bytes,
+                                        const void *xa, const float *xd, int k, int c0, int ncols,
+                                        int lane, float *acc)
 {
 #if INT_PATH
     int nsub = k >> 5, s = lane;
@@ -193,17 +194,18 @@ __device__ __forceinline__ void row_dot(const u8 *wr, const void *xa, const floa
         wsub w[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
-            load_sub(wr, s + SL * u, w[u].q, w[u].lo, w[u].hi, w[u].mn);
+            load_sub(W, N, row, k, s + SL * u, w[u].q, w[u].lo, w[u].hi, w[u].mn);
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
             dot_sub(w[u], s + SL * u, (const i8 *)xa, xd, k, c0, ncols, acc);
     }
     for (; s < nsub; s += SL) {
         wsub w;
-        load_sub(wr, s, w.q, w.lo, w.hi, w.mn);
+        load_sub(W, N, row, k, s, w.q, w.lo, w.hi, w.mn);
         dot_sub(w, s, (const i8 *)xa, xd, k, c0, ncols, acc);
     }
 #else
+    const u8 *wr = W + row * row_bytes;
     const float *xf = (const float *)xa;
 #if QT == T_F32
     for (int e = lane * 4; e < k; e += 4 * SL) {
@@ -259,8 +261,9 @@ matvec(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd
 #pragma unroll
     for (int c = 0; c < NC; c++)
         ag[c] = au[c] = 0.0f;
-    row_dot(W0 + (i64)row * row_bytes, xa, xd, k, c0, ncols, lane, ag);
-    row_dot(W1 + (i64)row * row_bytes, xa, xd, k, c0, ncols, lane, au);
+    i64 N = (i64)r0 * (k / qblock_elems(QT));
+    row_dot(W0, N, row, row_bytes, xa, xd, k, c0, ncols, lane, ag);
+    row_dot(W1, N, row, row_bytes, xa, xd, k, c0, ncols, lane, au);
 #pragma unroll
     for (int c = 0; c < NC; c++) {
         float g = warp_sum(ag[c]), u = warp_sum(au[c]);
@@ -296,7 +299,8 @@ matvec(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd
     for (int c = 0; c < NC; c++)
         acc[c] = 0.0f;
     if (active)
-        row_dot(W + (i64)row * row_bytes, xa, xd, k, c0, ncols, lane, acc);
+        row_dot(W, (i64)nrows * (k / qblock_elems(QT)), row, row_bytes, xa, xd, k, c0, ncols,
+                lane, acc);
 #pragma unroll
     for (int c = 0; c < NC; c++) {
         float v = warp_sum(acc[c]);

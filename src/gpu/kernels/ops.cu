@@ -3,14 +3,13 @@
 // lives in device memory (pos[0]) so a captured graph replays for every token unchanged.
 #include "common.cuh"
 
-// out[t][:] = deq(W[ids[t]][:]) * s; grid (n_tok), block 256
-extern "C" __global__ void get_rows(const u8 *W, int wtype, long long row_bytes, int n,
-                                    const int *ids, float s, float *out)
+// out[t][:] = deq(W[ids[t]][:]) * s (W planar, N blocks in all); grid (n_tok), block 256
+extern "C" __global__ void get_rows(const u8 *W, int wtype, long long N, int n, const int *ids,
+                                    float s, float *out)
 {
     int t = blockIdx.x;
-    const u8 *row = W + (long long)ids[t] * row_bytes;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = deq1(wtype, row, i);
+        float v = deq1(wtype, W, N, n, ids[t], i);
         out[(long long)t * n + i] = s != 1.0f ? v * s : v;
     }
 }

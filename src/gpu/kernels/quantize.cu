@@ -4,7 +4,9 @@
 //   mode 1: Q8_K as ggml (blocks of 256: iscale = -127/max (max = the signed value of largest
 //           magnitude), q = min(127, round(x*iscale)), d = 1/iscale), d repeated per 32
 //   mode 2: floats rounded to F16; mode 3: to BF16; mode 4: plain copy (F32 weights)
-// Output: xq int8 [ncols][k] + xd float [ncols][k/32] (modes 0, 1), or xf float [ncols][k].
+// Output: xq int8 [ncols][k] + xd float [ncols][k/32] (modes 0, 1), or xf float [ncols][k];
+// mode 1 also writes xs int [ncols][k/16], the sums of each 16 values of xq (the K formats'
+// min terms).
 // Grid (columns, ceil(k / 2048)): blocks of 256 threads, each a 2048-element chunk of a row.
 // Parameters: none.
 #include "common.cuh"
@@ -13,7 +15,7 @@
 
 extern "C" __global__ void __launch_bounds__(256)
 quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq, float *xd,
-          float *xf)
+          float *xf, int *xs)
 {
     __shared__ double sh[32];
     int c = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -61,11 +63,16 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
                 }
             }
             float iscale = am != 0.0f ? -127.0f / mx : 0.0f;
+            int sum = 0;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                int q = am != 0.0f ? __float2int_rn(iscale * v[j]) : 0;
-                xq[(i64)c * k + b * 256 + lane * 8 + j] = (i8)min(127, q);
+                int q = am != 0.0f ? min(127, __float2int_rn(iscale * v[j])) : 0;
+                xq[(i64)c * k + b * 256 + lane * 8 + j] = (i8)q;
+                sum += q;
             }
+            sum += shfl_xor(sum, 1);
+            if (!(lane & 1))
+                xs[(i64)c * (k / 16) + b * 16 + lane / 2] = sum;
             if (lane < 8)
                 xd[(i64)c * (k / 32) + b * 8 + lane] = am != 0.0f ? 1.0f / iscale : 0.0f;
         }
