@@ -67,7 +67,7 @@ struct wmap {
 
 struct mv_kernel {
     uint32_t wtype;
-    int dec;         /* 1: the decode kernel (mvd.cu; ks is its lanes per row), 0: matvec.cu */
+    int dec;         /* 1: the decode kernel (mvd.cu; ks is its rows per lane group), 0: matvec.cu */
     int nc;          /* requested columns per pass */
     int glu, ks;
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
@@ -289,7 +289,7 @@ void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *
     *cached = g->jit.n_cached;
 }
 
-/* The matrix kernel for a weight type (dec: the decode kernel, ks its lanes per row): the
+/* The matrix kernel for a weight type (dec: the decode kernel, ks its rows per group): the
  * first variant that compiles and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int ks,
                            struct mv_kernel **out, struct brasa_err *err)
@@ -330,7 +330,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (g->o.verbose)
             fprintf(stderr, "brasa: %s type %u%s: variant %d, NW=%d %s=%d (%d registers, %d "
                     "local bytes)\n", fname, wtype, glu ? " gate+up" : "", k, m.nw,
-                    dec ? "SL" : "NC", dec ? ks : m.ncv, regs, local);
+                    dec ? "NR" : "NC", dec ? ks : m.ncv, regs, local);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
         return BRASA_OK;
@@ -684,11 +684,27 @@ static brasa_status plan_matmul(struct pb *b, int i)
         int pe = w->type == T_Q8_0 ? 16 : w->type == T_F16 || w->type == T_BF16 ? 8
                : w->type == T_F32 ? 4 : 32;
         long pieces = k / pe;
-        int sl = pieces < 64 ? 16 : pieces >= 256 && tot < 32L * g->n_sm ? 64 : 32;
-        if ((st = get_mv(g, 1, w->type, 1, glu, sl, &mv, b->err)) != BRASA_OK)
+        /* nr weight rows per lane group share each activation load: 4 (gate+up: 2 of each)
+         * where every weight but the last has a multiple of the output rows per group */
+        int nr = 4, nout;
+        for (;; nr /= 2) {
+            nout = glu ? nr / 2 : nr;
+            int fits = 1;
+            for (int j = 0; j + 1 < nm; j++)
+                fits &= r[j] % nout == 0;
+            if (fits || nr == (glu ? 2 : 1))
+                break;
+        }
+        long groups = (tot + nout - 1) / nout;
+        /* ks warps share a group (split along k) while the launch has fewer than 64 warps
+         * per SM and every lane still gets a piece */
+        int ks = 1;
+        while (ks < 4 && groups * ks < 64L * g->n_sm && pieces >= 64L * ks)
+            ks *= 2;
+        if ((st = get_mv(g, 1, w->type, 1, glu, nr, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
-        int rpb = sl > 32 ? mv->nw / (sl / 32) : mv->nw * (32 / sl);
-        if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)((tot + rpb - 1) / rpb), 1, 1,
+        long gpb = mv->nw / ks;
+        if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)((groups + gpb - 1) / gpb), 1, 1,
                     (unsigned)mv->nw * 32, 0)))
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
@@ -705,6 +721,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         for (int j = 0; j < 3; j++)
             ai(l, r[j]);
         ai(l, k);
+        ai(l, ks);
         return BRASA_OK;
     }
     /* long rows and few of them (the FFN down projection): 4 warps share each row */

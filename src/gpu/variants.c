@@ -33,24 +33,24 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, int ks, struct gpu_vari
     return 2;
 }
 
-int gpu_mvd_variants(unsigned wtype, int glu, int sl, struct gpu_variant *out, int cap)
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, struct gpu_variant *out, int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
-    if (!known || cap < 2 || (sl != 16 && sl != 32 && sl != 64))
+    if (!known || cap < 2 || (nr != 1 && nr != 2 && nr != 4) || (glu && nr < 2))
         return 0;
-    /* 4 pieces in flight per lane at 64 registers (32 warps per SM); if that spills, 2
-     * pieces at 80 registers (24 warps) */
+    /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
+     * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps) */
     for (int v = 0; v < 2; v++)
         out[v] = (struct gpu_variant){"mvd.cu",
                                       6,
                                       {{"QT", (long)wtype},
                                        {"NW", 4},
-                                       {"SL", sl},
-                                       {"U", v ? 2 : 4},
+                                       {"NR", nr},
+                                       {"U", 4 / nr},
                                        {"GLU", glu},
-                                       {"MB", v ? 6 : 8}}};
+                                       {"MB", !v ? 8 : wtype == GGML_TYPE_Q5_K ? 5 : 6}}};
     return 2;
 }
 
@@ -68,7 +68,7 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                     n += gpu_matvec_variants(gpu_matvec_types[i], nc, glu, ks, out + n, cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
-            for (int sl = 16; sl <= 64; sl *= 2)
-                n += gpu_mvd_variants(gpu_matvec_types[i], glu, sl, out + n, cap - n);
+            for (int nr = 1; nr <= 4; nr *= 2)
+                n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, out + n, cap - n);
     return n;
 }

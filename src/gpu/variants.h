@@ -18,8 +18,9 @@ struct gpu_variant {
  * and fills out[0..count). */
 int gpu_matvec_variants(unsigned wtype, int nc, int glu, int ks, struct gpu_variant *out, int cap);
 /* Candidates for the decode product (mvd.cu) of weight type wtype, plain or gate+up (glu),
- * with sl lanes per row (16, 32 or 64); returns their count (0: no such kernel). */
-int gpu_mvd_variants(unsigned wtype, int glu, int sl, struct gpu_variant *out, int cap);
+ * nr weight rows per lane group (1, 2 or 4; at least 2 with glu); returns their count (0: no
+ * such kernel). */
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, struct gpu_variant *out, int cap);
 /* All variants (for the compile test): fills out, returns the count. */
 int gpu_all_variants(struct gpu_variant *out, int cap);
 /* Weight types with a matvec kernel. */

@@ -1,17 +1,18 @@
 // mvd.cu: the decode matrix-vector product y = W x (one column), built to run at the memory
 // bandwidth. The weight is planar (gpu/layout.h): a row's quantized values (the raw values for
-// F32/F16/BF16) are consecutive bytes, cut here into 16-byte pieces. The SL lanes that share a
-// row take pieces sl, sl + SL, sl + 2 SL, ... so each load instruction of a warp reads
-// consecutive 16-byte pieces, and every lane issues U pieces' loads (with the scale fields
-// they need) before it uses the first. Piece p of a row covers 32 elements (Q4_0, Q4_K, Q5_K,
-// Q6_K: two runs of 16), 16 (Q8_0), 8 (F16, BF16) or 4 (F32).
+// F32/F16/BF16) are consecutive bytes, cut here into 16-byte pieces. A group of 32 x KS lanes
+// (KS warps, a run-time argument) takes NR weight rows together: lane sl reads pieces sl,
+// sl + 32 KS, ... of each of the NR rows, so every load instruction of a warp reads 512
+// consecutive bytes of one row, the activation a piece needs is read once for NR rows, and
+// U x NR pieces are in flight per lane before the first is used. Piece t of a row covers 32
+// elements (Q4_0, Q4_K, Q5_K, Q6_K: two runs of 16), 16 (Q8_0), 8 (F16, BF16) or 4 (F32).
 // The activation is converted as for matvec.cu (quant_act): int8 with a scale per 32 and, for
 // the K formats, the sum of each 16 (xs) so the min term costs no extra dot products.
 // Epilogue: y = res + rscale * (acc + bias) where res is set. Up to three weights that read
-// the same activation (q, k, v) in one launch, or gate and up rows with the SwiGLU output.
-// Parameters: QT (weight type), NW (warps per block), SL (lanes per row: 8, 16 or 32 put
-// several rows in a warp; 64, 128 or 256 split a row over warps), U (pieces in flight per
-// lane), GLU, MB (blocks per SM for the register budget).
+// the same activation (q, k, v; each a multiple of NR rows) in one launch, or with GLU the
+// gate and up rows (NR / 2 of each) with the SwiGLU output.
+// Parameters: QT (weight type), NW (warps per block), NR (weight rows per lane group), U
+// (pieces in flight per lane and row), GLU, MB (blocks per SM the register budget allows).
 #include "common.cuh"
 
 #ifndef QT
@@ -20,11 +21,11 @@
 #ifndef NW
 #define NW 4
 #endif
-#ifndef SL
-#define SL 32
+#ifndef NR
+#define NR 4
 #endif
 #ifndef U
-#define U 4
+#define U 1
 #endif
 #ifndef GLU
 #define GLU 0
@@ -52,14 +53,12 @@
 #define PPB (BE >= PE ? BE / PE : 1) // pieces per block
 #define QUANT (BE > 1)
 
-#if SL > 32
-#define KS (SL / 32) // warps per row
-#define RPB (NW / KS) // rows per block
-#define SLW 32
+#if GLU
+#define NOUT (NR / 2) // output rows per lane group
 #else
-#define RPB (NW * (32 / SL))
-#define SLW SL
+#define NOUT NR
 #endif
+#define GPB (NW * 32) // lanes per block
 
 struct piece {
     uint4 q;  // 16 bytes of quantized (or raw) values
@@ -77,14 +76,15 @@ struct piece {
 #endif
 };
 
-// Piece t of the row whose first block is rb (its first byte for the float types).
-__device__ __forceinline__ void ld_piece(qblk rb, int t, piece &p)
+// Piece t of row r of W (N blocks in all)
+__device__ __forceinline__ void ld_piece(const u8 *W, i64 N, int r, int k, int t, piece &p)
 {
 #if !QUANT
-    p.q = *(const uint4 *)(rb.q + 16 * t);
+    p.q = *(const uint4 *)(W + 16 * ((i64)r * (k / PE) + t));
+    (void)N;
 #else
     int m = t % PPB;
-    qblk b = qblock_next(QT, rb, t / PPB);
+    qblk b = qblock(QT, W, N, (i64)r * (k / BE) + t / PPB);
     p.q = *(const uint4 *)(b.q + 16 * m);
 #if QT == T_Q4_K
     p.a = *(const uint4 *)b.h;
@@ -125,18 +125,62 @@ __device__ __forceinline__ void kscale_w(int j, u32 y, u32 z, u32 w, int &sc, in
     }
 }
 
-// The dot of piece t with the activation
-__device__ __forceinline__ float dot_piece(const piece &p, int t, const void *xa, const float *xd,
-                                           const int *xs)
+// The activation a piece needs (read once for the NR rows)
+struct act {
+#if !QUANT
+    float4 x0, x1;
+#else
+    int4 a0, a1;
+    float d;
+    int s0, s1;
+#endif
+};
+
+__device__ __forceinline__ void ld_act(int t, const void *xa, const float *xd, const int *xs,
+                                       act &a)
 {
 #if !QUANT
-    const float *xf = (const float *)xa + PE * t;
-#if QT == T_F32
-    float4 x = *(const float4 *)xf;
-    return __uint_as_float(p.q.x) * x.x + __uint_as_float(p.q.y) * x.y +
-           __uint_as_float(p.q.z) * x.z + __uint_as_float(p.q.w) * x.w;
+    const float4 *xf = (const float4 *)((const float *)xa + PE * t);
+    a.x0 = xf[0];
+#if QT != T_F32
+    a.x1 = xf[1];
+#endif
+    (void)xd;
+    (void)xs;
 #else
-    float4 x0 = ((const float4 *)xf)[0], x1 = ((const float4 *)xf)[1];
+    const i8 *xq = (const i8 *)xa;
+    int m = t % PPB;
+#if QT == T_Q8_0
+    int e0 = PE * t;
+    a.a0 = *(const int4 *)(xq + e0);
+#elif QT == T_Q4_0
+    int e0 = PE * t;
+    a.a0 = *(const int4 *)(xq + e0);
+    a.a1 = *(const int4 *)(xq + e0 + 16);
+#elif QT == T_Q4_K || QT == T_Q5_K
+    int e0 = BE * (t / PPB) + 64 * (m >> 1) + 16 * (m & 1);
+    a.a0 = *(const int4 *)(xq + e0);
+    a.a1 = *(const int4 *)(xq + e0 + 32);
+    a.s0 = xs[e0 >> 4];
+    a.s1 = xs[(e0 + 32) >> 4];
+#else // Q6_K
+    int e0 = BE * (t / PPB) + 128 * (m >> 2) + 16 * (m & 3);
+    a.a0 = *(const int4 *)(xq + e0);
+    a.a1 = *(const int4 *)(xq + e0 + 64);
+#endif
+    a.d = xd[e0 >> 5];
+    (void)xs;
+#endif
+}
+
+// The dot of piece t with its activation
+__device__ __forceinline__ float dot_piece(const piece &p, int t, const act &a)
+{
+#if !QUANT
+#if QT == T_F32
+    return __uint_as_float(p.q.x) * a.x0.x + __uint_as_float(p.q.y) * a.x0.y +
+           __uint_as_float(p.q.z) * a.x0.z + __uint_as_float(p.q.w) * a.x0.w;
+#else
     u32 w[4] = {p.q.x, p.q.y, p.q.z, p.q.w};
     float f[8];
 #pragma unroll
@@ -149,31 +193,24 @@ __device__ __forceinline__ float dot_piece(const piece &p, int t, const void *xa
         f[2 * i + 1] = bf2f((u16)(w[i] >> 16));
 #endif
     }
-    return f[0] * x0.x + f[1] * x0.y + f[2] * x0.z + f[3] * x0.w + f[4] * x1.x + f[5] * x1.y +
-           f[6] * x1.z + f[7] * x1.w;
+    return f[0] * a.x0.x + f[1] * a.x0.y + f[2] * a.x0.z + f[3] * a.x0.w + f[4] * a.x1.x +
+           f[5] * a.x1.y + f[6] * a.x1.z + f[7] * a.x1.w;
 #endif
-    (void)xd;
-    (void)xs;
+    (void)t;
 #else
-    const i8 *xq = (const i8 *)xa;
     int m = t % PPB;
 #if QT == T_Q8_0
-    int e0 = PE * t;
-    int4 a0 = *(const int4 *)(xq + e0);
-    int s = dot16(p.q.x, p.q.y, p.q.z, p.q.w, a0);
-    return xd[e0 >> 5] * h2f(p.d) * (float)s;
+    int s = dot16(p.q.x, p.q.y, p.q.z, p.q.w, a.a0);
+    return a.d * h2f(p.d) * (float)s;
 #elif QT == T_Q4_0
-    int e0 = PE * t;
-    int4 a0 = *(const int4 *)(xq + e0), a1 = *(const int4 *)(xq + e0 + 16);
     const u32 o = 0x08080808u, mk = 0x0F0F0F0Fu;
     int s = dot16(vsub4(p.q.x & mk, o), vsub4(p.q.y & mk, o), vsub4(p.q.z & mk, o),
-                  vsub4(p.q.w & mk, o), a0);
+                  vsub4(p.q.w & mk, o), a.a0);
     s += dot16(vsub4((p.q.x >> 4) & mk, o), vsub4((p.q.y >> 4) & mk, o),
-               vsub4((p.q.z >> 4) & mk, o), vsub4((p.q.w >> 4) & mk, o), a1);
-    return xd[e0 >> 5] * h2f(p.d) * (float)s;
+               vsub4((p.q.z >> 4) & mk, o), vsub4((p.q.w >> 4) & mk, o), a.a1);
+    return a.d * h2f(p.d) * (float)s;
 #elif QT == T_Q4_K || QT == T_Q5_K
-    int pr = m >> 1, e0 = BE * (t / PPB) + 64 * pr + 16 * (m & 1);
-    int4 a0 = *(const int4 *)(xq + e0), a1 = *(const int4 *)(xq + e0 + 32);
+    int pr = m >> 1;
     const u32 mk = 0x0F0F0F0Fu;
     u32 l0 = p.q.x & mk, l1 = p.q.y & mk, l2 = p.q.z & mk, l3 = p.q.w & mk;
     u32 h0 = (p.q.x >> 4) & mk, h1 = (p.q.y >> 4) & mk, h2 = (p.q.z >> 4) & mk,
@@ -190,16 +227,14 @@ __device__ __forceinline__ float dot_piece(const piece &p, int t, const void *xa
     h2 |= ((p.b.z >> j1) & b1) << 4;
     h3 |= ((p.b.w >> j1) & b1) << 4;
 #endif
-    int d0 = dot16(l0, l1, l2, l3, a0), d1 = dot16(h0, h1, h2, h3, a1);
+    int d0 = dot16(l0, l1, l2, l3, a.a0), d1 = dot16(h0, h1, h2, h3, a.a1);
     int sc0, mn0, sc1, mn1;
     kscale_w(2 * pr, p.a.y, p.a.z, p.a.w, sc0, mn0);
     kscale_w(2 * pr + 1, p.a.y, p.a.z, p.a.w, sc1, mn1);
-    int s0 = xs[e0 >> 4], s1 = xs[(e0 + 32) >> 4];
-    return xd[e0 >> 5] * (h2f((u16)(p.a.x & 0xffff)) * (float)(sc0 * d0 + sc1 * d1) -
-                          h2f((u16)(p.a.x >> 16)) * (float)(mn0 * s0 + mn1 * s1));
+    return a.d * (h2f((u16)(p.a.x & 0xffff)) * (float)(sc0 * d0 + sc1 * d1) -
+                  h2f((u16)(p.a.x >> 16)) * (float)(mn0 * a.s0 + mn1 * a.s1));
 #else // Q6_K
-    int mm = m & 3, e0 = BE * (t / PPB) + 128 * (m >> 2) + 16 * mm;
-    int4 a0 = *(const int4 *)(xq + e0), a1 = *(const int4 *)(xq + e0 + 64);
+    int mm = m & 3;
     const u32 mk = 0x0F0F0F0Fu, m2 = 0x03030303u, o = 0x20202020u;
     int sh = 2 * (mm >> 1);
     u32 l0 = vsub4((p.q.x & mk) | (((p.a.x >> sh) & m2) << 4), o);
@@ -210,90 +245,65 @@ __device__ __forceinline__ float dot_piece(const piece &p, int t, const void *xa
     u32 h1 = vsub4(((p.q.y >> 4) & mk) | (((p.a.y >> (sh + 4)) & m2) << 4), o);
     u32 h2 = vsub4(((p.q.z >> 4) & mk) | (((p.a.z >> (sh + 4)) & m2) << 4), o);
     u32 h3 = vsub4(((p.q.w >> 4) & mk) | (((p.a.w >> (sh + 4)) & m2) << 4), o);
-    int s = p.s0 * dot16(l0, l1, l2, l3, a0) + p.s1 * dot16(h0, h1, h2, h3, a1);
-    (void)xs;
-    return xd[e0 >> 5] * h2f(p.d) * (float)s;
+    int s = p.s0 * dot16(l0, l1, l2, l3, a.a0) + p.s1 * dot16(h0, h1, h2, h3, a.a1);
+    return a.d * h2f(p.d) * (float)s;
 #endif
 #endif
 }
 
-// The dot of row r of W (N blocks) with the activation, over this lane's pieces
-__device__ __forceinline__ float row_dot(const u8 *W, i64 N, i64 r, int k, int sl, const void *xa,
-                                         const float *xd, const int *xs)
+// acc[j] += the dot of weight row j of the group with the activation over this lane's
+// pieces (sl of gl lanes). Row j is row min(row + j % NOUT, last) of Wa, or with GLU of Wb
+// for j >= NOUT.
+__device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int row, int last,
+                                         int k, int sl, int gl, const void *xa, const float *xd,
+                                         const int *xs, float *acc)
 {
     const int P = k / PE;
-#if QUANT
-    qblk rb = qblock(QT, W, N, r * (k / BE));
-#else
-    qblk rb = {W + r * k * (16 / PE), W, W, W};
-    (void)N;
-#endif
-    float acc = 0.0f;
 #pragma unroll 1
-    for (int t0 = sl; t0 < P; t0 += SL * U) {
-        piece p[U];
+    for (int t0 = sl; t0 < P; t0 += gl * U) {
+        piece p[U][NR];
 #pragma unroll
         for (int u = 0; u < U; u++)
-            if (t0 + SL * u < P)
-                ld_piece(rb, t0 + SL * u, p[u]);
+            if (t0 + gl * u < P) {
+#pragma unroll
+                for (int j = 0; j < NR; j++)
+                    ld_piece(GLU && j >= NOUT ? Wb : Wa, N, min(row + j % NOUT, last), k,
+                             t0 + gl * u, p[u][j]);
+            }
 #pragma unroll
         for (int u = 0; u < U; u++)
-            if (t0 + SL * u < P)
-                acc += dot_piece(p[u], t0 + SL * u, xa, xd, xs);
+            if (t0 + gl * u < P) {
+                act a;
+                ld_act(t0 + gl * u, xa, xd, xs, a);
+#pragma unroll
+                for (int j = 0; j < NR; j++)
+                    acc[j] += dot_piece(p[u][j], t0 + gl * u, a);
+            }
     }
-    return acc;
 }
 
-// The row's sum over its SL lanes, in the lane with sl == 0 (all lanes of the block call it)
-__device__ __forceinline__ float row_sum(float v, float *part)
-{
-    v = wave_sum<SLW>(v);
-#if SL > 32
-    int warp = threadIdx.x >> 5;
-    if ((threadIdx.x & 31) == 0)
-        part[warp] = v;
-    __syncthreads();
-    v = 0.0f;
-#pragma unroll
-    for (int j = 0; j < KS; j++)
-        v += part[warp - warp % KS + j];
-#else
-    (void)part;
-#endif
-    return v;
-}
-
+// ks: warps per lane group (1, 2 or 4; NW a multiple). Grid: ceil(rows / NOUT / (NW / ks)).
 extern "C" __global__ void __launch_bounds__(NW * 32, MB)
 mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
-    const float *res, float rscale, int r0, int r1, int r2, int k)
+    const float *res, float rscale, int r0, int r1, int r2, int k, int ks)
 {
-    __shared__ float part[NW * 2];
-#if SL > 32
-    int warp = threadIdx.x >> 5;
-    int row = blockIdx.x * RPB + warp / KS, sl = (warp % KS) * 32 + (threadIdx.x & 31);
-#else
-    int row = blockIdx.x * RPB + threadIdx.x / SL, sl = threadIdx.x % SL;
-#endif
-    const int nbr = QUANT ? k / BE : k;
+    __shared__ float part[NW][NR];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int grp = blockIdx.x * (NW / ks) + warp / ks, gl = 32 * ks, sl = (warp % ks) * 32 + lane;
+    int row = grp * NOUT; // first output row of the group
+    float acc[NR];
+#pragma unroll
+    for (int j = 0; j < NR; j++)
+        acc[j] = 0.0f;
 #if GLU
     bool active = row < r0;
-    i64 N = (i64)r0 * nbr;
-    float g = 0.0f, u = 0.0f;
-    if (active) {
-        g = row_dot(W0, N, row, k, sl, xa, xd, xs);
-        u = row_dot(W1, N, row, k, sl, xa, xd, xs);
-    }
-    g = row_sum(g, part);
-    u = row_sum(u, part + NW);
-    if (active && sl == 0) {
-        if (b0)
-            g += b0[row];
-        if (b1)
-            u += b1[row];
-        y0[row] = silu_f(g) * u;
-    }
-    (void)W2, (void)y1, (void)y2, (void)b2, (void)res, (void)rscale, (void)r1, (void)r2;
+    i64 N = (i64)r0 * (QUANT ? k / BE : k);
+    const u8 *W = W0;
+    float *y = y0;
+    const float *bias = b0;
+    int nrows = r0;
+    (void)W2, (void)y1, (void)y2, (void)b2, (void)r1, (void)r2;
 #else
     const u8 *W = W0;
     float *y = y0;
@@ -309,14 +319,53 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
             active = row < r2;
         }
     }
-    float v = 0.0f;
+    i64 N = (i64)nrows * (QUANT ? k / BE : k);
+#endif
     if (active)
-        v = row_dot(W, (i64)nrows * nbr, row, k, sl, xa, xd, xs);
-    v = row_sum(v, part);
-    if (active && sl == 0) {
-        if (bias)
-            v += bias[row];
-        y[row] = res ? res[row] + v * rscale : v;
+        rows_dot(W, W1, N, row, nrows - 1, k, sl, gl, xa, xd, xs, acc);
+#pragma unroll
+    for (int j = 0; j < NR; j++)
+        acc[j] = wave_sum<32>(acc[j]);
+    if (ks > 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int j = 0; j < NR; j++)
+                part[warp][j] = acc[j];
+        __syncthreads();
+        if (warp % ks != 0)
+            return;
+#pragma unroll
+        for (int j = 0; j < NR; j++) {
+            float v = 0.0f;
+            for (int w = 0; w < ks; w++)
+                v += part[warp + w][j];
+            acc[j] = v;
+        }
     }
+    if (!active || lane >= NOUT || row + lane >= nrows)
+        return;
+    // lane j < NOUT writes output row row + j (acc indexed with a constant: no local memory)
+    float v = 0.0f, u = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NOUT; j++)
+        if (lane == j) {
+            v = acc[j];
+#if GLU
+            u = acc[NOUT + j];
+#endif
+        }
+    int r = row + lane;
+#if GLU
+    if (b0)
+        v += b0[r];
+    if (b1)
+        u += b1[r];
+    y[r] = silu_f(v) * u;
+    (void)bias, (void)res, (void)rscale;
+#else
+    (void)u;
+    if (bias)
+        v += bias[r];
+    y[r] = res ? res[r] + v * rscale : v;
 #endif
 }
