@@ -289,8 +289,9 @@ TEST(stories_greedy_text)
     CHECKF(out && !strncmp(out, want, strlen(want)), "got '%s'", out ? out : "");
     free(out);
     /* A continuation keeps the space that starts its first piece. */
-    snprintf(cmd, sizeof cmd, "%s run -m '%s' -p 'Once upon a time, there was a' -n 5 --temp 0 -t 2 2>/dev/null",
-             test_brasa_bin(), model);
+    snprintf(cmd, sizeof cmd,
+             "%s run -m '%s' -p 'Once upon a time, there was a' -n 5 --temp 0 -t 2 --gpu-duty 0.6 "
+             "--gpu-timeout 30 2>/dev/null", test_brasa_bin(), model);
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 0 && out && !strncmp(out, " little girl", 12), "got '%s'", out ? out : "");
     free(out);
@@ -471,6 +472,20 @@ TEST(cli_errors)
     snprintf(cmd, sizeof cmd, "%s run --help", test_brasa_bin());
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 0 && out && strstr(out, "--top-p") && strstr(out, "--print-ids"), "help: rc %d", rc);
+    free(out);
+    /* the GPU options every command takes are checked before anything runs */
+    snprintf(cmd, sizeof cmd, "%s run -m x.gguf --gpu-duty 2 2>&1", test_brasa_bin());
+    out = run_cmd(cmd, &rc);
+    CHECKF(rc == 2 && out && strstr(out, "--gpu-duty") && strstr(out, "'2'"), "duty: rc %d '%s'", rc,
+           out ? out : "");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s run -m x.gguf --gpu-timeout=-1 2>&1", test_brasa_bin());
+    out = run_cmd(cmd, &rc);
+    CHECKF(rc == 2 && out && strstr(out, "--gpu-timeout"), "timeout: rc %d '%s'", rc, out ? out : "");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s --help", test_brasa_bin());
+    out = run_cmd(cmd, &rc);
+    CHECKF(rc == 0 && out && strstr(out, "--gpu-duty F"), "usage names --gpu-duty: rc %d", rc);
     free(out);
 }
 
