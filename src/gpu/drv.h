@@ -37,6 +37,23 @@ enum {
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 };
 enum { CU_STREAM_NON_BLOCKING = 1 };
+/* cuLaunchKernelEx: one launch attribute is used, programmatic stream serialization (the next
+ * kernel may start while this one drains; it waits in griddepcontrol.wait, see port.cuh) */
+enum { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+typedef struct {
+    int id;
+    int pad_;
+    union {
+        char bytes[64];
+        int programmaticStreamSerializationAllowed;
+    } value;
+} CUlaunchAttribute;
+typedef struct {
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned numAttrs;
+} CUlaunchConfig;
 enum { CU_EVENT_DEFAULT = 0, CU_EVENT_DISABLE_TIMING = 2 };
 enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
 enum { CUDA_ERROR_NOT_READY = 600 };
@@ -76,6 +93,8 @@ struct drv {
     CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                unsigned, unsigned, CUstream, void **, void **);
+    /* optional (NULL where the driver lacks it, and on HIP) */
+    CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
     CUresult (*cuStreamCreate)(CUstream *, unsigned);
     CUresult (*cuStreamDestroy)(CUstream);
     CUresult (*cuStreamQuery)(CUstream);

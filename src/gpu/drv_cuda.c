@@ -104,6 +104,8 @@ static brasa_status load_cuda_syms(struct drv *d, void *h, struct brasa_err *err
         (st = S1(h, cuGraphLaunch)) || (st = S1(h, cuGraphExecDestroy)) ||
         (st = S1(h, cuGraphDestroy)))
         return st;
+    void *ex = dlsym(h, "cuLaunchKernelEx"); /* CUDA 11.8 and newer */
+    memcpy(&d->cuLaunchKernelEx, &ex, sizeof ex);
     return BRASA_OK;
 }
 

@@ -149,6 +149,7 @@ struct gpu_sess {
     bool use_graph, fuse;
     bool ksplit;             /* BRASA_GPU_KSPLIT=1: 4 warps per long row (not yet measured) */
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
+    bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     float last_ms;
 };
 
@@ -422,6 +423,9 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->ksplit = e && strcmp(e, "1") == 0;
     e = getenv("BRASA_GPU_MVD");
     s->mvd = !(e && strcmp(e, "0") == 0);
+    e = getenv("BRASA_GPU_PDL");
+    s->pdl = g->d.cuLaunchKernelEx && g->jit.arch >= 90 && !drv_is_hip(&g->d) &&
+             !(e && strcmp(e, "0") == 0);
     brasa_status st;
     if ((st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
         (st = DRV_CALL(&g->d, err, cuStreamCreate, &s->st, CU_STREAM_NON_BLOCKING)) ||
@@ -1276,10 +1280,20 @@ static brasa_status launch(struct gpu_sess *s, const struct launch *l, struct br
     memcpy(v, l->v, sizeof v);
     for (int i = 0; i < l->nargs; i++)
         args[i] = &v[i];
-    CUresult r = s->g->d.cuLaunchKernel(l->fn, l->gx, l->gy, l->gz, l->bx, 1, 1, l->shmem, s->st,
-                                        args, NULL);
+    CUresult r;
+    if (s->pdl) { /* the kernel may start while the previous one drains (see port.cuh) */
+        CUlaunchAttribute at;
+        memset(&at, 0, sizeof at);
+        at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        at.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig c = {l->gx, l->gy, l->gz, l->bx, 1, 1, l->shmem, s->st, &at, 1};
+        r = s->g->d.cuLaunchKernelEx(&c, l->fn, args, NULL);
+    } else {
+        r = s->g->d.cuLaunchKernel(l->fn, l->gx, l->gy, l->gz, l->bx, 1, 1, l->shmem, s->st,
+                                   args, NULL);
+    }
     if (r != 0) {
-        drv_check(&s->g->d, r, "cuLaunchKernel", err);
+        drv_check(&s->g->d, r, s->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel", err);
         return brasa_wrap(err, BRASA_EDEVICE, "kernel %s (grid %u,%u,%u, block %u, %u bytes "
                           "shared)", l->kname, l->gx, l->gy, l->gz, l->bx, l->shmem);
     }

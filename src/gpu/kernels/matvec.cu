@@ -244,6 +244,8 @@ matvec(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd
        float *y1, float *y2, const float *b0, const float *b1, const float *b2, const float *res,
        float rscale, int r0, int r1, int r2, int k, int ncols, long long row_bytes, int tiles_fast)
 {
+    pdl_wait();
+    pdl_launch();
     // tiles_fast: column tiles in blockIdx.x, so the blocks that read one weight row block run
     // together and all but the first find it in L2 (batches)
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

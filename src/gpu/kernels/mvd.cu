@@ -11,6 +11,8 @@
 // Epilogue: y = res + rscale * (acc + bias) where res is set. Up to three weights that read
 // the same activation (q, k, v; each a multiple of NR rows) in one launch, or with GLU the
 // gate and up rows (NR / 2 of each) with the SwiGLU output.
+// With programmatic dependent launch the first weight loads are issued before the wait for the
+// previous kernel (pdl_wait), so the weight stream does not stop between launches.
 // Parameters: QT (weight type), NW (warps per block), NR (weight rows per lane group), U
 // (pieces in flight per lane and row), GLU, MB (blocks per SM the register budget allows).
 #include "common.cuh"
@@ -270,6 +272,10 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
                     ld_piece(GLU && j >= NOUT ? Wb : Wa, N, min(row + j % NOUT, last), k,
                              t0 + gl * u, p[u][j]);
             }
+        if (t0 == sl) { // the first weights are on their way: now wait for the activation
+            pdl_wait();
+            pdl_launch();
+        }
 #pragma unroll
         for (int u = 0; u < U; u++)
             if (t0 + gl * u < P) {
@@ -323,6 +329,8 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
 #endif
     if (active)
         rows_dot(W, W1, N, row, nrows - 1, k, sl, gl, xa, xd, xs, acc);
+    pdl_wait(); // (for lanes with no piece; returns at once for the others)
+    pdl_launch();
 #pragma unroll
     for (int j = 0; j < NR; j++)
         acc[j] = wave_sum<32>(acc[j]);

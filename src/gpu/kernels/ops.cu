@@ -7,6 +7,8 @@
 extern "C" __global__ void get_rows(const u8 *W, int wtype, long long N, int n, const int *ids,
                                     float s, float *out)
 {
+    pdl_wait();
+    pdl_launch();
     int t = blockIdx.x;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float v = deq1(wtype, W, N, n, ids[t], i);
@@ -19,6 +21,8 @@ extern "C" __global__ void get_rows(const u8 *W, int wtype, long long N, int n, 
 extern "C" __global__ void norm_rows(const float *x, const float *w, const float *z, float *y, int gsz,
                                 float eps, int mode)
 {
+    pdl_wait();
+    pdl_launch();
     __shared__ double sh[32];
     long long r = blockIdx.x;
     const float *xr = x + r * gsz;
@@ -42,6 +46,8 @@ extern "C" __global__ void norm_rows(const float *x, const float *w, const float
 extern "C" __global__ void eltwise(const float *a, const float *b, float *o, long long n, float s,
                                    int op)
 {
+    pdl_wait();
+    pdl_launch();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
         float x = a[i], r;
@@ -61,6 +67,8 @@ extern "C" __global__ void eltwise(const float *a, const float *b, float *o, lon
 extern "C" __global__ void view(const float *a, float *o, long long n, int off, int n0, int n1,
                                 int s1, int s2)
 {
+    pdl_wait();
+    pdl_launch();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
         long long i0 = i % n0, r = i / n0, i1 = r % n1, i2 = r / n1;
@@ -110,6 +118,8 @@ extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcach
                                 const float *xv, void *vcache, int nev, const int *pos, int hd,
                                 int n_rot, int mode, float theta_scale, int kv_f16)
 {
+    pdl_wait();
+    pdl_launch();
     extern __shared__ float sm[];
     int t = blockIdx.x, half = n_rot / 2;
     float *cs = sm, *th = sm + 2 * half;
@@ -146,6 +156,8 @@ extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcach
 extern "C" __global__ void kv_store(const float *x, void *cache, const int *pos, int w,
                                     long long n, int kv_f16)
 {
+    pdl_wait();
+    pdl_launch();
     long long base = (long long)pos[0] * w;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
@@ -164,6 +176,8 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                                 const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
                                 int splits, float *part)
 {
+    pdl_wait();
+    pdl_launch();
     extern __shared__ float sm[];
     __shared__ float red[32];
     __shared__ double redd[32];
@@ -229,6 +243,8 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
 // grid (n_tok, nh), block hd
 extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int hd, int splits)
 {
+    pdl_wait();
+    pdl_launch();
     int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
     const float *pp = part + ((long long)t * nh + h) * splits * (hd + 2);
     float mx = -INFINITY;
@@ -252,6 +268,8 @@ extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int h
 extern "C" __global__ void conv1d(const float *x, const float *w, float *st, float *o, int C,
                                   int T, int K)
 {
+    pdl_wait();
+    pdl_launch();
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= C)
         return;
@@ -271,6 +289,8 @@ extern "C" __global__ void conv1d(const float *x, const float *w, float *st, flo
 extern "C" __global__ void gates(const float *al, const float *be, const float *dt, const float *A,
                                  float *o, int H, int T)
 {
+    pdl_wait();
+    pdl_launch();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= H * T)
         return;
@@ -286,6 +306,8 @@ extern "C" __global__ void deltanet(const float *Q, const float *Kx, const float
                                     const float *G, float *state, float *O, int nkh, int nvh,
                                     int dk, int dv, int T)
 {
+    pdl_wait();
+    pdl_launch();
     extern __shared__ float kq[]; // [2][dk]
     int h = blockIdx.x, i = threadIdx.x, kh = h % nkh;
     float *M = state + ((long long)h * dv + i) * dk;
@@ -321,6 +343,8 @@ extern "C" __global__ void deltanet(const float *Q, const float *Kx, const float
 // grid (n_rows), block 1024; out[row] = id
 extern "C" __global__ void argmax(const float *x, int n, int *out)
 {
+    pdl_wait();
+    pdl_launch();
     __shared__ float bv[32];
     __shared__ int bi[32];
     const float *r = x + (long long)blockIdx.x * n;

@@ -107,3 +107,21 @@ __device__ __forceinline__ unsigned vsub4(unsigned a, unsigned b)
     return __vsub4(a, b);
 #endif
 }
+
+// Programmatic dependent launch (sm_90): a kernel launched with the attribute may start while
+// the previous one drains. pdl_wait() returns once the previous kernel has finished and its
+// writes are visible: every kernel calls it before it reads what an earlier kernel wrote or
+// writes anything (weights, which nothing writes, may be read before). pdl_launch() lets the
+// next kernel start. Both do nothing on older GPUs, on AMD, and without the attribute.
+__device__ __forceinline__ void pdl_wait()
+{
+#if !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch()
+{
+#if !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}

@@ -17,6 +17,8 @@ extern "C" __global__ void __launch_bounds__(256)
 quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq, float *xd,
           float *xf, int *xs)
 {
+    pdl_wait();
+    pdl_launch();
     __shared__ double sh[32];
     int c = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int e0 = blockIdx.y * CHUNK, e1 = min(k, e0 + CHUNK);
