@@ -150,6 +150,13 @@ struct gpu_sess {
     bool ksplit;             /* BRASA_GPU_KSPLIT=1: 4 warps per long row (not yet measured) */
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
+    /* BRASA_GPU_PROFILE=1: eager launches with an event after each; time per kernel name,
+     * printed when the session ends */
+    bool prof;
+    CUevent *pev;
+    int npev;
+    struct { const char *name; double ms; long n; } pk[32];
+    int npk;
     float last_ms;
 };
 
@@ -423,9 +430,11 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->ksplit = e && strcmp(e, "1") == 0;
     e = getenv("BRASA_GPU_MVD");
     s->mvd = !(e && strcmp(e, "0") == 0);
+    e = getenv("BRASA_GPU_PROFILE");
+    s->prof = e && strcmp(e, "1") == 0;
     e = getenv("BRASA_GPU_PDL");
     s->pdl = g->d.cuLaunchKernelEx && g->jit.arch >= 90 && !drv_is_hip(&g->d) &&
-             !(e && strcmp(e, "0") == 0);
+             !(e && strcmp(e, "0") == 0) && !s->prof;
     brasa_status st;
     if ((st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
         (st = DRV_CALL(&g->d, err, cuStreamCreate, &s->st, CU_STREAM_NON_BLOCKING)) ||
@@ -454,6 +463,19 @@ void gpu_sess_free(struct gpu_sess *s)
     g->d.cuCtxSetCurrent(g->ctx);
     if (s->st)
         g->d.cuStreamSynchronize(s->st);
+    if (s->npk) {
+        double tot = 0;
+        for (int i = 0; i < s->npk; i++)
+            tot += s->pk[i].ms;
+        fprintf(stderr, "brasa: GPU profile (eager, one event per kernel): %.3f ms in all\n", tot);
+        for (int i = 0; i < s->npk; i++)
+            fprintf(stderr, "  %-14s %10.3f ms %5.1f%% %8ld launches %8.2f us each\n",
+                    s->pk[i].name, s->pk[i].ms, 100 * s->pk[i].ms / tot, s->pk[i].n,
+                    1e3 * s->pk[i].ms / (double)s->pk[i].n);
+    }
+    for (int i = 0; i < s->npev; i++)
+        g->d.cuEventDestroy(s->pev[i]);
+    free(s->pev);
     for (int i = 0; i < MAX_PLANS; i++)
         plan_clear(s, &s->plans[i]);
     for (int i = 0; i < s->ns; i++)
@@ -1368,7 +1390,16 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
                        (size_t)(g->n_tok + 1) * sizeof(int32_t), s->st)) ||
         (st = DRV_CALL(&gp->d, err, cuEventRecord, s->ev0, s->st)))
         return st;
-    bool graph = !eager && s->use_graph && !s->dump && g->n_tok == 1;
+    bool graph = !eager && s->use_graph && !s->dump && !s->prof && g->n_tok == 1;
+    if (s->prof && p->nl > s->npev) {
+        CUevent *ne = realloc(s->pev, (size_t)p->nl * sizeof *ne);
+        if (!ne)
+            return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+        s->pev = ne;
+        for (; s->npev < p->nl; s->npev++)
+            if ((st = DRV_CALL(&gp->d, err, cuEventCreate, &s->pev[s->npev], CU_EVENT_DEFAULT)))
+                return st;
+    }
     if (graph && !p->exec) {
         CUgraph cg = NULL;
         if ((st = DRV_CALL(&gp->d, err, cuStreamBeginCapture, s->st,
@@ -1393,6 +1424,8 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
         for (int k = 0; k < p->nl; k++) {
             if ((st = launch(s, &p->l[k], err)))
                 return brasa_wrap(err, st, "node %s", g->nodes[p->l[k].node].name);
+            if (s->prof && (st = DRV_CALL(&gp->d, err, cuEventRecord, s->pev[k], s->st)))
+                return st;
             if (s->dump && (k + 1 == p->nl || p->l[k + 1].node != p->l[k].node) &&
                 graph_dump_wanted(s->dump, g->nodes[p->l[k].node].name))
                 dump_node(s, g, p->l[k].node, r);
@@ -1408,6 +1441,19 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
     float ms = 0;
     gp->d.cuEventElapsedTime(&ms, s->ev0, s->ev1);
     s->last_ms = ms;
+    for (int k = 0; s->prof && k < p->nl; k++) {
+        float km = 0;
+        gp->d.cuEventElapsedTime(&km, k ? s->pev[k - 1] : s->ev0, s->pev[k]);
+        int j = 0;
+        while (j < s->npk && strcmp(s->pk[j].name, p->l[k].kname))
+            j++;
+        if (j == s->npk && s->npk < 32)
+            s->pk[s->npk++].name = p->l[k].kname;
+        if (j < s->npk) {
+            s->pk[j].ms += km;
+            s->pk[j].n++;
+        }
+    }
     if (gp->o.duty > 0 && gp->o.duty < 1) { /* duty-cycle limiter: idle in proportion */
         double idle = ms * 1e-3 * (1.0 - gp->o.duty) / gp->o.duty;
         struct timespec ts = {(time_t)idle, (long)((idle - (double)(time_t)idle) * 1e9)};
