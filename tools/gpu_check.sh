@@ -65,11 +65,15 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
     $B/brasa bench -m "$f" -p 512 -n 128 -r 3 >"$out/bench_$2_$3.txt" 2>&1
     cat "$out/bench_$2_$3.txt"
     note "bench $spec: $(grep -E 'pp512|tg128' "$out/bench_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
-    if [ "$3" = q4_k_m ]; then  # where the decode step's time goes, kernel by kernel
+    if [ "$3" = q4_k_m ]; then  # where the time goes, kernel by kernel: decode, then a prompt
       BRASA_GPU_PROFILE=1 $B/brasa run -m "$f" -p "word" -n 64 --temp 0 --ignore-eos \
         >/dev/null 2>"$out/prof_$2_$3.txt"
-      grep -A14 "GPU profile" "$out/prof_$2_$3.txt"
-      while IFS= read -r l; do note "  profile $2 $3: $l"; done < <(grep -A6 "GPU profile" "$out/prof_$2_$3.txt")
+      BRASA_GPU_PROFILE=1 $B/brasa run -m "$f" -p "$(printf 'word %.0s' $(seq 500))" -n 1 \
+        --temp 0 >/dev/null 2>"$out/profp_$2_$3.txt"
+      for w in prof profp; do
+        grep -A14 "GPU profile" "$out/${w}_$2_$3.txt"
+        while IFS= read -r l; do note "  $w $2 $3: $l"; done < <(grep -A7 "GPU profile" "$out/${w}_$2_$3.txt")
+      done
     fi
     for c in cold warm; do
       [ $c = cold ] && rm -rf "$BRASA_CACHE"
