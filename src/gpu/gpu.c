@@ -67,7 +67,8 @@ struct wmap {
 
 struct mv_kernel {
     uint32_t wtype;
-    int dec;         /* 1: the decode kernel (mvd.cu; ks is its rows per lane group), 0: matvec.cu */
+    int dec;         /* 1: the decode kernel (mvd.cu; ks is its rows per lane group), 2: the
+                      * tensor-core batch kernel (mmt.cu), 0: matvec.cu */
     int nc;          /* requested columns per pass */
     int glu, ks;
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
@@ -150,6 +151,7 @@ struct gpu_sess {
     bool ksplit;             /* BRASA_GPU_KSPLIT=1: 4 warps per long row (not yet measured) */
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
+    bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     /* BRASA_GPU_PROFILE=1: eager launches with an event after each; time per kernel name,
      * printed when the session ends */
     bool prof;
@@ -311,9 +313,10 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
     if (g->n_mv == 32)
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[4];
-    int nv = dec ? gpu_mvd_variants(wtype, glu, ks, v, 4)
-                 : gpu_matvec_variants(wtype, nc, glu, ks, v, 4);
-    const char *fname = dec ? "mvd" : "matvec";
+    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, v, 4)
+             : dec    ? gpu_mvd_variants(wtype, glu, ks, v, 4)
+                      : gpu_matvec_variants(wtype, nc, glu, ks, v, 4);
+    const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
     if (nv == 0)
         return brasa_fail(err, BRASA_EUNSUPPORTED,
                           "weight type %u has no GPU matrix kernel (supported: F32, F16, BF16, "
@@ -322,7 +325,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
     for (int k = 0; k < nv; k++) {
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .ks = ks,
                               .nw = (int)v[k].defs[1].value,
-                              .ncv = dec ? 1 : (int)v[k].defs[2].value};
+                              .ncv = dec == 2 ? 64 : dec ? 1 : (int)v[k].defs[2].value};
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
             continue;
         int regs = 0, local = 0;
@@ -430,6 +433,8 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->ksplit = e && strcmp(e, "1") == 0;
     e = getenv("BRASA_GPU_MVD");
     s->mvd = !(e && strcmp(e, "0") == 0);
+    e = getenv("BRASA_GPU_MMT");
+    s->mmt = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !(e && strcmp(e, "0") == 0);
     e = getenv("BRASA_GPU_PROFILE");
     s->prof = e && strcmp(e, "1") == 0;
     e = getenv("BRASA_GPU_PDL");
@@ -638,6 +643,18 @@ static brasa_status plan_matmul(struct pb *b, int i)
     int mode = quant_mode(w->type);
     int src = n->in[0], norm = b->normsrc[i];
     brasa_status st;
+    int glu0 = b->glu[i] >= 0;
+    /* prompt batches: tensor-core tiles of 64 rows x 64 tokens (mmt.cu) where the shapes fit:
+     * k a multiple of 64 (256 for the K formats), every weight of a q/k/v launch but the
+     * last a multiple of 64 rows; the activation then goes as F16 */
+    bool use_mmt = T > 1 && b->s->mmt && k % 64 == 0 &&
+                   (w->type == T_F32 || w->type == T_F16 || w->type == T_BF16 ||
+                    w->type == T_Q4_0 || w->type == T_Q8_0 || k % 256 == 0);
+    if (use_mmt && !glu0)
+        for (int j = i; b->mnext[j] >= 0; j = b->mnext[j])
+            use_mmt &= b->g->nodes[b->g->nodes[j].in[1]].ne[1] % 64 == 0;
+    if (use_mmt)
+        mode = 2;
     if ((mode == 0 && k % 32) || (mode == 1 && k % 256) || k % 8)
         return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: k = %ld does not fit the GPU "
                           "kernels", n->name, k);
@@ -748,6 +765,30 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ai(l, r[j]);
         ai(l, k);
         ai(l, ks);
+        return BRASA_OK;
+    }
+    if (use_mmt) {
+        if ((st = get_mv(g, 2, w->type, 64, glu, 1, &mv, b->err)) != BRASA_OK)
+            return brasa_wrap(b->err, st, "matmul %s", n->name);
+        unsigned tiles = 0;
+        for (int j = 0; j < (glu ? 1 : nm); j++)
+            tiles += (unsigned)((r[j] + 63) / 64);
+        if (!(l = L(b, -1, mv->fn, glu ? "mmt_glu" : nm > 1 ? "mmt_multi" : "mmt", dst,
+                    (unsigned)((T + 63) / 64), tiles, 1, 128, 0)))
+            return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
+        for (int j = 0; j < 3; j++)
+            ap(l, W[j]);
+        ap(l, b->xf);
+        for (int j = 0; j < 3; j++)
+            ap(l, y[j]);
+        for (int j = 0; j < 3; j++)
+            ap(l, bias[j]);
+        ap(l, res);
+        af(l, rscale);
+        for (int j = 0; j < 3; j++)
+            ai(l, r[j]);
+        ai(l, k);
+        ai(l, T);
         return BRASA_OK;
     }
     /* long rows and few of them (the FFN down projection): 4 warps share each row */

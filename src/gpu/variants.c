@@ -54,6 +54,17 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, struct gpu_variant *out, i
     return 2;
 }
 
+int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap)
+{
+    int known = 0;
+    for (int i = 0; i < gpu_n_matvec_types; i++)
+        known |= gpu_matvec_types[i] == wtype;
+    if (!known || cap < 1)
+        return 0;
+    out[0] = (struct gpu_variant){"mmt.cu", 2, {{"QT", (long)wtype}, {"GLU", glu}}};
+    return 1;
+}
+
 int gpu_all_variants(struct gpu_variant *out, int cap)
 {
     int n = 0;
@@ -70,5 +81,8 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         for (int glu = 0; glu < 2; glu++)
             for (int nr = 1; nr <= 4; nr *= 2)
                 n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, out + n, cap - n);
+    for (int i = 0; i < gpu_n_matvec_types; i++)
+        for (int glu = 0; glu < 2; glu++)
+            n += gpu_mmt_variants(gpu_matvec_types[i], glu, out + n, cap - n);
     return n;
 }
