@@ -128,11 +128,12 @@ int main(int argc, char **argv)
                                      GGML_TYPE_BF16};
     int nl = quick ? 8 : 24;
     printf("Decode products: mvd = the decode kernel (mvd.cu), mv = matvec.cu with one column\n"
-           "(BRASA_GPU_MVD=0); no PDL = mvd without programmatic dependent launch (BRASA_GPU_PDL=0);\n"
-           "check = largest |mvd - mv| / max |mv| over one 4096x4096 product.\n\n");
+           "(BRASA_GPU_MVD=0, and BRASA_GPU_MMT=0 for 64 cols mv); no PDL = mvd without programmatic dependent launch (BRASA_GPU_PDL=0);\n"
+           "check = largest |mvd - mv| / max |mv| over one 4096x4096 product; check 64: the same\n"
+           "for 64 columns, tensor cores (F16 activations) against matvec.cu (int8 activations).\n\n");
     printf("| type | weights MB | mvd graph us | mvd GB/s | %% of copy | no PDL us | mv graph us | "
-           "mv GB/s | mvd eager us | 8 cols us | 64 cols us | check |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+           "mv GB/s | mvd eager us | 8 cols us | 64 cols us | 64 cols mv us | check | check 64 |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         struct chain c1, c8, c64, cx;
         void *w[64];
@@ -149,13 +150,23 @@ int main(int argc, char **argv)
         }
         struct gpu_sess *s, *s0, *s1;
         setenv("BRASA_GPU_MVD", "0", 1);
+        setenv("BRASA_GPU_MMT", "0", 1);
         brasa_status st0 = gpu_sess_new(g, &s0, &err);
         unsetenv("BRASA_GPU_MVD");
+        unsetenv("BRASA_GPU_MMT");
         setenv("BRASA_GPU_PDL", "0", 1);
         if (st0 == BRASA_OK)
             st0 = gpu_sess_new(g, &s1, &err);
         unsetenv("BRASA_GPU_PDL");
+        struct chain cx64;
+        if (!build(&cx64, types[ti], sq, 1, 64, w, emb)) {
+            printf("bench_gpu: graph build failed\n");
+            return 1;
+        }
         if (st0 != BRASA_OK || gpu_sess_new(g, &s, &err) != BRASA_OK ||
+            gpu_sess_prepare(s, &cx64.g, 16, &err) != BRASA_OK ||
+            gpu_sess_prepare(s0, &cx64.g, 16, &err) != BRASA_OK ||
+            gpu_sess_prepare(s0, &c64.g, 16, &err) != BRASA_OK ||
             gpu_sess_prepare(s1, &c1.g, 16, &err) != BRASA_OK ||
             gpu_sess_prepare(s, &c1.g, 16, &err) != BRASA_OK ||
             gpu_sess_prepare(s, &c8.g, 16, &err) != BRASA_OK ||
@@ -169,6 +180,23 @@ int main(int argc, char **argv)
         double tg = time_runs(s, &c1, false, 20), te = time_runs(s, &c1, true, 20);
         double t0 = time_runs(s0, &c1, false, 20), tn = time_runs(s1, &c1, false, 20);
         double t8 = time_runs(s, &c8, false, 10), t64 = time_runs(s, &c64, false, 5);
+        double t64o = time_runs(s0, &c64, false, 5);
+        /* one 64-token product: tensor cores (F16 activations) against matvec.cu (int8) */
+        double worst64 = -1;
+        if (time_runs(s, &cx64, false, 0) >= 0) {
+            float *a = malloc((size_t)64 * 4096 * sizeof *a);
+            memcpy(a, gpu_sess_output(s), (size_t)64 * 4096 * sizeof *a);
+            if (time_runs(s0, &cx64, false, 0) >= 0) {
+                const float *b = gpu_sess_output(s0);
+                double mx = 0, md = 0;
+                for (int i = 0; i < 64 * 4096; i++) {
+                    mx = fabs(b[i]) > mx ? fabs(b[i]) : mx;
+                    md = fabs(a[i] - b[i]) > md ? fabs(a[i] - b[i]) : md;
+                }
+                worst64 = mx > 0 ? md / mx : md;
+            }
+            free(a);
+        }
         /* one product with each kernel: the outputs must agree to rounding */
         double worst = -1;
         if (time_runs(s, &cx, false, 0) >= 0) {
@@ -186,9 +214,10 @@ int main(int argc, char **argv)
             free(a);
         }
         double gbs = c1.bytes / (tg * 1e-3) / 1e9, gbs0 = c1.bytes / (t0 * 1e-3) / 1e9;
-        printf("| %s | %.0f | %.0f | %.0f | %.0f%% | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1e |\n",
+        printf("| %s | %.0f | %.0f | %.0f | %.0f%% | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | "
+               "%.1e | %.1e |\n",
                qtype_get(types[ti])->name, c1.bytes / 1e6, tg * 1e3, gbs, 100 * gbs / bw, tn * 1e3,
-               t0 * 1e3, gbs0, te * 1e3, t8 * 1e3, t64 * 1e3, worst);
+               t0 * 1e3, gbs0, te * 1e3, t8 * 1e3, t64 * 1e3, t64o * 1e3, worst, worst64);
         fflush(stdout);
         gpu_sess_free(s1);
         gpu_sess_free(s);
@@ -197,6 +226,7 @@ int main(int argc, char **argv)
         graph_free(&c8.g);
         graph_free(&c64.g);
         graph_free(&cx.g);
+        graph_free(&cx64.g);
         /* the weights stay allocated: the backend keys its device copies by host address,
          * and a freed block's address would come back for the next chain's weights */
         free(emb);
