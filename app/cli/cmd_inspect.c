@@ -1,9 +1,11 @@
 /* brasa inspect FILE [--json] [--tensor NAME [--dump OUT.f32]]
+ *       brasa inspect FILE --plan --gpus N [-c CTX]
  *
  * Prints what a GGUF file holds: metadata (long arrays summarised), the tensor table, totals per
  * tensor type and the architecture's hyper-parameters in plain words; --json prints the same as
  * one JSON object. --tensor NAME --dump OUT.f32 writes one tensor dequantized to little-endian
- * float32 in ggml's order (ne[0] fastest). */
+ * float32 in ggml's order (ne[0] fastest). --plan --gpus N shows how tensor parallelism would
+ * share the model out over N GPUs (gpu/split.h). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 
 #include "cli.h"
 #include "gguf/gguf.h"
+#include "gpu/split.h"
 #include "quant/quant.h"
 
 #define ARR_SHOW 5        /* array items shown in a summary */
@@ -448,9 +451,54 @@ static void usage(FILE *o)
 {
     fprintf(o, "usage: brasa inspect FILE.gguf... [--json]\n"
                "       brasa inspect FILE.gguf --tensor NAME [--dump OUT.f32]\n"
+               "       brasa inspect FILE.gguf --plan --gpus N [-c CTX]\n"
                "  --json              print each file as one JSON object (several files: an array)\n"
                "  --tensor NAME       show one tensor\n"
-               "  --dump OUT.f32      write it dequantized to little-endian float32 (ne[0] fastest)\n");
+               "  --dump OUT.f32      write it dequantized to little-endian float32 (ne[0] fastest)\n"
+               "  --plan --gpus N     tensor-parallel split over N GPUs (1..%d): weight and F16 KV\n"
+               "                      cache MiB per GPU, or why it does not split (exit status 1)\n"
+               "  -c, --ctx CTX       context of the KV cache for --plan (default 4096)\n",
+            SPLIT_MAX_GPUS);
+}
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static int print_plan(const char *path, const struct gguf_file *f, int n_gpus, int n_ctx)
+{
+    struct split_plan p;
+    struct brasa_err err;
+    if (split_plan_make(f, n_gpus, n_ctx, &p, &err) != BRASA_OK) {
+        fprintf(stderr, "brasa inspect: %s: %s\n", path, err.msg);
+        return 1;
+    }
+    printf("%s: tensor-parallel split over %d GPU%s, context %d (F16 KV cache)\n", path, n_gpus,
+           n_gpus > 1 ? "s" : "", n_ctx);
+    printf("  tensors: %d row-split, %d column-split, %d replicated (%.2f MiB on every GPU); "
+           "layers with attention: %d\n",
+           p.n_row, p.n_col, p.n_rep, mib(p.replicated), p.n_attn_layers);
+    if (!p.ok) {
+        printf("  does not split over %d GPUs: %s\n", n_gpus, p.why);
+        return 1;
+    }
+    uint64_t w = 0, kv = 0;
+    for (int g = 0; g < n_gpus; g++) {
+        printf("  gpu %d: weights %10.2f MiB  kv %10.2f MiB  total %10.2f MiB\n", g,
+               mib(p.weights[g]), mib(p.kv[g]), mib(p.weights[g] + p.kv[g]));
+        w += p.weights[g];
+        kv += p.kv[g];
+    }
+    printf("  all:   weights %10.2f MiB  kv %10.2f MiB  total %10.2f MiB (one GPU: %.2f MiB of "
+           "weights)\n",
+           mib(w), mib(kv), mib(w + kv), mib(p.total));
+    return 0;
+}
+
+/* A whole decimal number in lo..hi, or -1. */
+static long parse_int(const char *s, long lo, long hi)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *s && !*end && v >= lo && v <= hi ? v : -1;
 }
 
 static int one_tensor(const char *path, const struct gguf_file *f, const char *tname,
@@ -473,7 +521,8 @@ static int one_tensor(const char *path, const struct gguf_file *f, const char *t
 int cmd_inspect(int argc, char **argv)
 {
     const char *tname = NULL, *dump = NULL;
-    int json = 0, n_paths = 0;
+    int json = 0, n_paths = 0, plan = 0;
+    long n_gpus = 0, n_ctx = 4096;
     char **paths = calloc((size_t)argc, sizeof *paths);
     if (!paths)
         return 1;
@@ -484,6 +533,22 @@ int cmd_inspect(int argc, char **argv)
             tname = argv[++i];
         } else if (!strcmp(argv[i], "--dump") && i + 1 < argc) {
             dump = argv[++i];
+        } else if (!strcmp(argv[i], "--plan")) {
+            plan = 1;
+        } else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) {
+            if ((n_gpus = parse_int(argv[++i], 1, SPLIT_MAX_GPUS)) < 0) {
+                fprintf(stderr, "brasa inspect: --gpus '%s': a GPU count from 1 to %d\n", argv[i],
+                        SPLIT_MAX_GPUS);
+                free(paths);
+                return 2;
+            }
+        } else if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--ctx")) && i + 1 < argc) {
+            if ((n_ctx = parse_int(argv[++i], 1, 1L << 30)) < 0) {
+                fprintf(stderr, "brasa inspect: -c '%s': a context of 1 or more tokens\n",
+                        argv[i]);
+                free(paths);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             free(paths);
@@ -497,7 +562,13 @@ int cmd_inspect(int argc, char **argv)
             return 2;
         }
     }
-    if (!n_paths || (dump && !tname) || (tname && n_paths != 1)) {
+    if (plan && !n_gpus) {
+        fprintf(stderr, "brasa inspect: --plan needs --gpus N (1..%d)\n", SPLIT_MAX_GPUS);
+        free(paths);
+        return 2;
+    }
+    if (!n_paths || (dump && !tname) || (tname && n_paths != 1) || (plan && (tname || json)) ||
+        (!plan && n_gpus)) {
         usage(stderr);
         free(paths);
         return 2;
@@ -513,7 +584,11 @@ int cmd_inspect(int argc, char **argv)
             rc = 1;
             break;
         }
-        if (tname) {
+        if (plan) {
+            if (i)
+                fputc('\n', stdout);
+            rc = print_plan(paths[i], f, (int)n_gpus, (int)n_ctx);
+        } else if (tname) {
             rc = one_tensor(paths[i], f, tname, dump);
         } else {
             if (i)

@@ -1,0 +1,202 @@
+/* The tensor-parallel split plan (src/gpu/split.c) on the golden fixtures: one GPU holds every
+ * byte; on two the split tensors' bytes add up exactly, each GPU holds less than one would and
+ * half the KV cache; head counts, the FFN width and quant blocks that do not divide are named;
+ * brasa inspect --plan prints it. And the collective library's loader (src/gpu/nccl.c). */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifndef _WIN32
+#include <sys/wait.h>
+#endif
+
+#include "gguf/gguf.h"
+#include "gpu/nccl.h"
+#include "gpu/split.h"
+#include "test.h"
+
+/* Fixtures that split over two GPUs: 4 heads, 2 KV heads, FFN width 768, Q8_0 blocks of 32. */
+static const char *const fits2[] = {"fixtures/llama.Q8_0.gguf", "fixtures/qwen2.Q8_0.gguf",
+                                    "fixtures/qwen35.Q8_0.gguf"};
+/* The same shapes in K-quants: blocks of 256 do not split a 256- or 768-wide row in two. */
+static const char *const kquant[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q4_K_M.gguf",
+                                     "fixtures/qwen35.Q4_K_M.gguf"};
+
+static struct gguf_file *open_fixture(const char *rel)
+{
+    const char *path = test_shared_path(rel);
+    if (!test_file_exists(path))
+        return NULL;
+    struct gguf_file *f = NULL;
+    struct brasa_err err;
+    if (gguf_open(&f, path, &err) != BRASA_OK) {
+        CHECKF(0, "%s: %s", rel, err.msg);
+        return NULL;
+    }
+    return f;
+}
+
+static uint64_t file_bytes(const struct gguf_file *f)
+{
+    uint64_t s = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        s += f->tensors[i].nbytes;
+    return s;
+}
+
+/* One GPU: every byte, every rule holds. */
+static void check_one_gpu(const char *rel, const struct gguf_file *f, struct split_plan *p1)
+{
+    struct brasa_err err;
+    REQUIRE(split_plan_make(f, 1, 4096, p1, &err) == BRASA_OK);
+    CHECKF(p1->ok, "%s: %s", rel, p1->why);
+    CHECKF(p1->weights[0] == file_bytes(f), "%s: %" PRIu64 " of %" PRIu64 " bytes", rel,
+           p1->weights[0], file_bytes(f));
+    CHECK(p1->total == file_bytes(f));
+    CHECK(p1->n_row + p1->n_col + p1->n_rep == (int)f->n_tensors);
+    CHECKF(p1->n_row > 0 && p1->n_col > 0 && p1->n_rep > 0, "%s: %d %d %d", rel, p1->n_row,
+           p1->n_col, p1->n_rep);
+    CHECKF(p1->kv[0] > 0 && p1->n_attn_layers > 0, "%s", rel);
+}
+
+TEST(two_gpus_share_the_weights)
+{
+    int seen = 0;
+    for (size_t i = 0; i < sizeof fits2 / sizeof fits2[0]; i++) {
+        struct gguf_file *f = open_fixture(fits2[i]);
+        if (!f)
+            continue;
+        seen++;
+        struct split_plan p1, p2;
+        struct brasa_err err;
+        check_one_gpu(fits2[i], f, &p1);
+        CHECK(split_plan_make(f, 2, 4096, &p2, &err) == BRASA_OK);
+        CHECKF(p2.ok, "%s: %s", fits2[i], p2.why);
+        CHECK(p2.replicated == p1.replicated && p2.n_row == p1.n_row && p2.n_col == p1.n_col);
+        uint64_t sum = p2.weights[0] + p2.weights[1];
+        CHECKF(sum == p1.weights[0] + p1.replicated, "%s: %" PRIu64 " vs %" PRIu64 " + %" PRIu64,
+               fits2[i], sum, p1.weights[0], p1.replicated);
+        for (int g = 0; g < 2; g++) {
+            CHECKF(p2.weights[g] < p1.weights[0], "%s: gpu %d", fits2[i], g);
+            CHECKF(p2.kv[g] * 2 == p1.kv[0], "%s: kv %" PRIu64 " vs %" PRIu64, fits2[i], p2.kv[g],
+                   p1.kv[0]);
+        }
+        /* 2 KV heads over 4 GPUs: named */
+        struct split_plan p4;
+        CHECK(split_plan_make(f, 4, 4096, &p4, &err) == BRASA_OK);
+        CHECKF(!p4.ok && strstr(p4.why, "KV heads") && strstr(p4.why, "head_count_kv = 2"),
+               "%s: %s", fits2[i], p4.why);
+        /* 4 heads over 3 GPUs */
+        CHECK(split_plan_make(f, 3, 4096, &p4, &err) == BRASA_OK);
+        CHECKF(!p4.ok && strstr(p4.why, "attention heads"), "%s: %s", fits2[i], p4.why);
+        /* bad counts are errors */
+        CHECK(split_plan_make(f, 0, 4096, &p4, &err) == BRASA_EINVAL && strstr(err.msg, "1..8"));
+        CHECK(split_plan_make(f, 9, 4096, &p4, &err) == BRASA_EINVAL);
+        CHECK(split_plan_make(f, 2, 0, &p4, &err) == BRASA_EINVAL);
+        gguf_close(f);
+    }
+    if (!seen)
+        SKIP("fixtures absent");
+}
+
+TEST(kv_cache_counts_attention_layers)
+{
+    /* qwen35: of 3 layers only the last has attention; 2 KV heads of 64 (K) + 64 (V), F16 */
+    struct gguf_file *f = open_fixture("fixtures/qwen35.Q8_0.gguf");
+    if (!f)
+        SKIP("fixtures absent");
+    struct split_plan p;
+    struct brasa_err err;
+    CHECK(split_plan_make(f, 1, 512, &p, &err) == BRASA_OK);
+    CHECKF(p.n_attn_layers == 1, "%d", p.n_attn_layers);
+    CHECKF(p.kv[0] == 1ull * 512 * 2 * (64 + 64) * 2, "%" PRIu64, p.kv[0]);
+    gguf_close(f);
+    f = open_fixture("fixtures/llama.Q8_0.gguf");
+    if (!f)
+        return;
+    CHECK(split_plan_make(f, 2, 512, &p, &err) == BRASA_OK);
+    CHECKF(p.n_attn_layers == 2 && p.kv[1] == 2ull * 512 * 1 * (64 + 64) * 2, "%d %" PRIu64,
+           p.n_attn_layers, p.kv[1]);
+    gguf_close(f);
+}
+
+TEST(kquant_blocks_must_not_be_cut)
+{
+    int seen = 0;
+    for (size_t i = 0; i < sizeof kquant / sizeof kquant[0]; i++) {
+        struct gguf_file *f = open_fixture(kquant[i]);
+        if (!f)
+            continue;
+        seen++;
+        struct split_plan p1, p2;
+        struct brasa_err err;
+        check_one_gpu(kquant[i], f, &p1);
+        /* the column split of a 256-wide Q4_K row over two GPUs would cut its blocks in half */
+        CHECK(split_plan_make(f, 2, 4096, &p2, &err) == BRASA_OK);
+        CHECKF(!p2.ok && strstr(p2.why, "whole number") && strstr(p2.why, "blocks of 256"),
+               "%s: %s", kquant[i], p2.why);
+        gguf_close(f);
+    }
+    if (!seen)
+        SKIP("fixtures absent");
+}
+
+TEST(inspect_plan_prints_each_gpu)
+{
+#ifdef _WIN32
+    SKIP("runs brasa through a POSIX shell");
+#else
+    const char *bin = test_brasa_bin();
+    char path[512];
+    snprintf(path, sizeof path, "%s", test_shared_path("fixtures/qwen2.Q8_0.gguf"));
+    if (!test_file_exists(path))
+        SKIP("fixtures absent");
+    if (!test_file_exists(bin))
+        SKIP("brasa binary not built");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "'%s' inspect '%s' --plan --gpus 2 -c 1024 2>&1", bin, path);
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p != NULL);
+    char out[8192];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    CHECKF(st == 0, "status %d: %s", st, out);
+    CHECKF(strstr(out, "gpu 0: weights") && strstr(out, "gpu 1: weights") && !strstr(out, "gpu 2"),
+           "%s", out);
+    CHECKF(strstr(out, "row-split") && strstr(out, "column-split") && strstr(out, "replicated"),
+           "%s", out);
+    /* a GPU count outside 1..8 is a usage error */
+    snprintf(cmd, sizeof cmd, "'%s' inspect '%s' --plan --gpus 9 >/dev/null 2>&1", bin, path);
+    st = system(cmd);
+    CHECKF(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d", st);
+#endif
+}
+
+TEST(nccl_loads_or_says_what_is_missing)
+{
+    struct nccl n;
+    struct brasa_err err;
+    brasa_status st = nccl_load(&n, &err);
+    if (st != BRASA_OK) {
+        CHECKF(st == BRASA_ENOTFOUND || st == BRASA_EDEVICE, "%d", st);
+        CHECKF(strstr(err.msg, "NCCL") != NULL, "%s", err.msg);
+        CHECK(n.lib == NULL);
+    } else {
+        /* installed here: the version call answered, e.g. 22105 for 2.21.5 */
+        CHECKF(n.version >= 20000, "version %d", n.version);
+        int v = 0;
+        CHECK(n.GetVersion(&v) == ncclSuccess && v == n.version);
+        CHECK(n.GetErrorString(ncclSuccess) != NULL);
+    }
+    nccl_unload(&n);
+    CHECK(n.lib == NULL);
+    nccl_unload(&n); /* twice is harmless */
+    const char *e = getenv("NCCL_NVLS_ENABLE");
+    CHECKF(e != NULL, "NVLink multicast setting not made");
+}
+
+TEST_MAIN(T(two_gpus_share_the_weights), T(kv_cache_counts_attention_layers),
+          T(kquant_blocks_must_not_be_cut), T(inspect_plan_prints_each_gpu),
+          T(nccl_loads_or_says_what_is_missing))
