@@ -243,8 +243,9 @@ int main(int argc, char **argv)
                {"1.5B FFN Q8_0", GGML_TYPE_Q8_0, {1536, 8960}, 12},
                {"7B attn Q4_K", GGML_TYPE_Q4_K, {3584, 3584}, 24},
                {"1.5B attn Q4_K", GGML_TYPE_Q4_K, {1536, 1536}, 48}};
-    printf("\n| chain | weights MB | mvd graph us | mvd GB/s | %% of copy | no PDL us | mv graph us | mv GB/s |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("\n| chain | weights MB | mvd graph us | mvd GB/s | %% of copy | NR=2 us | NR=1 us | no PDL us | "
+           "mv graph us | mv GB/s |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t fi = 0; fi < sizeof ffn / sizeof *ffn && !quick; fi++) {
         void *w[64];
         struct chain c;
@@ -269,9 +270,22 @@ int main(int argc, char **argv)
         }
         double tg = time_runs(s, &c, false, 20), t0 = time_runs(s0, &c, false, 20);
         double tn = time_runs(s1, &c, false, 20);
+        /* the decode kernel with fixed row groups (weight rows sharing an activation load) */
+        double tnr[2] = {-1, -1};
+        for (int v = 0; v < 2; v++) {
+            struct gpu_sess *sv;
+            setenv("BRASA_GPU_MVD_NR", v ? "1" : "2", 1);
+            if (gpu_sess_new(g, &sv, &err) == BRASA_OK) {
+                if (gpu_sess_prepare(sv, &c.g, 16, &err) == BRASA_OK)
+                    tnr[v] = time_runs(sv, &c, false, 20);
+                gpu_sess_free(sv);
+            }
+            unsetenv("BRASA_GPU_MVD_NR");
+        }
         double gbs = c.bytes / (tg * 1e-3) / 1e9, gbs0 = c.bytes / (t0 * 1e-3) / 1e9;
-        printf("| %s | %.0f | %.0f | %.0f | %.0f%% | %.0f | %.0f | %.0f |\n", ffn[fi].name,
-               c.bytes / 1e6, tg * 1e3, gbs, 100 * gbs / bw, tn * 1e3, t0 * 1e3, gbs0);
+        printf("| %s | %.0f | %.0f | %.0f | %.0f%% | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
+               ffn[fi].name, c.bytes / 1e6, tg * 1e3, gbs, 100 * gbs / bw, tnr[0] * 1e3,
+               tnr[1] * 1e3, tn * 1e3, t0 * 1e3, gbs0);
         fflush(stdout);
         gpu_sess_free(s1);
         gpu_sess_free(s);

@@ -152,6 +152,7 @@ struct gpu_sess {
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
+    int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
     /* BRASA_GPU_PROFILE=1: eager launches with an event after each; time per kernel name,
      * printed when the session ends */
     bool prof;
@@ -433,6 +434,10 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->ksplit = e && strcmp(e, "1") == 0;
     e = getenv("BRASA_GPU_MVD");
     s->mvd = !(e && strcmp(e, "0") == 0);
+    e = getenv("BRASA_GPU_MVD_NR");
+    s->force_nr = e ? atoi(e) : 0;
+    e = getenv("BRASA_GPU_MVD_KS");
+    s->force_ks = e ? atoi(e) : 0;
     e = getenv("BRASA_GPU_MMT");
     s->mmt = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !(e && strcmp(e, "0") == 0);
     e = getenv("BRASA_GPU_PROFILE");
@@ -738,12 +743,21 @@ static brasa_status plan_matmul(struct pb *b, int i)
             if (fits || nr == (glu ? 2 : 1))
                 break;
         }
+        if ((b->s->force_nr == 1 && !glu) || b->s->force_nr == 2 || b->s->force_nr == 4) {
+            int fnout = glu ? b->s->force_nr / 2 : b->s->force_nr, fits = 1;
+            for (int j = 0; j + 1 < nm; j++)
+                fits &= r[j] % fnout == 0;
+            if (fits)
+                nr = b->s->force_nr, nout = fnout;
+        }
         long groups = (tot + nout - 1) / nout;
         /* ks warps share a group (split along k) while the launch has fewer than 64 warps
          * per SM and every lane still gets a piece */
         int ks = 1;
         while (ks < 4 && groups * ks < 64L * g->n_sm && pieces >= 64L * ks)
             ks *= 2;
+        if (b->s->force_ks == 1 || b->s->force_ks == 2 || b->s->force_ks == 4)
+            ks = b->s->force_ks;
         if ((st = get_mv(g, 1, w->type, 1, glu, nr, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         long gpb = mv->nw / ks;
