@@ -65,6 +65,9 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
     $B/brasa bench -m "$f" -p 512 -n 128 -r 3 >"$out/bench_$2_$3.txt" 2>&1
     cat "$out/bench_$2_$3.txt"
     note "bench $spec: $(grep -E 'pp512|tg128' "$out/bench_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
+    # decode without programmatic dependent launch, for comparison
+    BRASA_GPU_PDL=0 $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"$out/benchnopdl_$2_$3.txt" 2>&1
+    note "bench $spec without PDL: $(grep -E 'tg128' "$out/benchnopdl_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
     if [ "$3" = q4_k_m ]; then  # where the time goes, kernel by kernel: decode, then a prompt
       BRASA_GPU_PROFILE=1 $B/brasa run -m "$f" -p "word" -n 64 --temp 0 --ignore-eos \
         >/dev/null 2>"$out/prof_$2_$3.txt"
