@@ -75,7 +75,7 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
         --temp 0 >/dev/null 2>"$out/profp_$2_$3.txt"
       for w in prof profp; do
         grep -A14 "GPU profile" "$out/${w}_$2_$3.txt"
-        while IFS= read -r l; do note "  $w $2 $3: $l"; done < <(grep -A7 "GPU profile" "$out/${w}_$2_$3.txt")
+        while IFS= read -r l; do note "  $w $2 $3: $l"; done < <(grep -A$([ $w = prof ] && echo 12 || echo 8) "GPU profile" "$out/${w}_$2_$3.txt")
       done
     fi
     for c in cold warm; do

@@ -90,7 +90,7 @@ struct gpu {
     struct gmem mem;
     CUmodule m_ops, m_quant;
     CUfunction k[K_COUNT];
-    struct mv_kernel mv[32];
+    struct mv_kernel mv[96];
     int n_mv;
     struct wmap *w;
     int nw, capw;
@@ -311,7 +311,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             *out = &g->mv[i];
             return BRASA_OK;
         }
-    if (g->n_mv == 32)
+    if (g->n_mv == (int)(sizeof g->mv / sizeof g->mv[0]))
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[4];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, v, 4)
@@ -651,15 +651,14 @@ static brasa_status plan_matmul(struct pb *b, int i)
     int glu0 = b->glu[i] >= 0;
     /* prompt batches: tensor-core tiles of 64 rows x 64 tokens (mmt.cu) where the shapes fit:
      * k a multiple of 64 (256 for the K formats), every weight of a q/k/v launch but the
-     * last a multiple of 64 rows; the activation then goes as F16 */
+     * last a multiple of 64 rows; not F32 weights (their products stay in F32) */
     bool use_mmt = T > 1 && b->s->mmt && k % 64 == 0 &&
-                   (w->type == T_F32 || w->type == T_F16 || w->type == T_BF16 ||
-                    w->type == T_Q4_0 || w->type == T_Q8_0 || k % 256 == 0);
+                   (w->type == T_F16 || w->type == T_BF16 || w->type == T_Q4_0 ||
+                    w->type == T_Q8_0 || k % 256 == 0) && w->type != T_F32;
     if (use_mmt && !glu0)
         for (int j = i; b->mnext[j] >= 0; j = b->mnext[j])
             use_mmt &= b->g->nodes[b->g->nodes[j].in[1]].ne[1] % 64 == 0;
-    if (use_mmt)
-        mode = 2;
+
     if ((mode == 0 && k % 32) || (mode == 1 && k % 256) || k % 8)
         return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: k = %ld does not fit the GPU "
                           "kernels", n->name, k);
@@ -732,9 +731,10 @@ static brasa_status plan_matmul(struct pb *b, int i)
         int pe = w->type == T_Q8_0 ? 16 : w->type == T_F16 || w->type == T_BF16 ? 8
                : w->type == T_F32 ? 4 : 32;
         long pieces = k / pe;
-        /* nr weight rows per lane group share each activation load: 4 (gate+up: 2 of each)
-         * where every weight but the last has a multiple of the output rows per group */
-        int nr = 4, nout;
+        /* nr weight rows per lane group share each activation load: 2 (gate+up: one of
+         * each; 4 measured no faster, BENCHMARKS.md) where every weight but the last has a
+         * multiple of the output rows per group */
+        int nr = 2, nout;
         for (;; nr /= 2) {
             nout = glu ? nr / 2 : nr;
             int fits = 1;
@@ -793,6 +793,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);
         ap(l, b->xf);
+        ap(l, b->xq);
+        ap(l, b->xd);
         for (int j = 0; j < 3; j++)
             ap(l, y[j]);
         for (int j = 0; j < 3; j++)

@@ -59,7 +59,7 @@ int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap)
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
-    if (!known || cap < 1)
+    if (!known || cap < 1 || wtype == GGML_TYPE_F32) /* F32 products stay in F32 */
         return 0;
     out[0] = (struct gpu_variant){"mmt.cu", 2, {{"QT", (long)wtype}, {"GLU", glu}}};
     return 1;

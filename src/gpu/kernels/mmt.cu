@@ -1,9 +1,13 @@
 // mmt.cu: prompt-batch matrix products on the tensor cores, y[t][r] = sum_k x[t][k] W[r][k].
 // A block computes 64 weight rows x 64 tokens. Per step of 64 along k it dequantizes the
-// weight tile to F16 in shared memory (W planar, gpu/layout.h), converts the activation tile
-// (floats already rounded to F16 by quant_act, mode 2) and runs mma.sync m16n8k16 (F16 in,
-// F32 accumulate): 4 warps, each 32 rows x 32 tokens. Rows are padded to 72 halves in shared
-// memory so the fragment loads of a warp hit 32 different banks.
+// weight tile in shared memory (W planar, gpu/layout.h), stages the activation tile and runs
+// mma.sync m16n8k16 (F32 accumulate): 4 warps, each 32 rows x 32 tokens. Rows are padded to
+// 72 halves in shared memory so the fragment loads of a warp hit 32 different banks.
+// The activation is what the CPU backend (and ggml) multiplies the same weights with, so both
+// round alike: for quantized weights the int8 values and per-32 scales of quant_act (modes 0
+// and 1; the int8 values are exact in F16, each 32-wide block's sum is scaled by its token's
+// scale as it is added); for F16 weights floats rounded to F16, for BF16 weights to BF16 (the
+// BF16 mma). F32 weights do not come here.
 // Epilogue as matvec.cu: bias, residual add (y = res + rscale * acc), up to three weights that
 // read the same activation (each a multiple of 64 rows but the last), or with GLU the gate and
 // up tiles together and the SwiGLU output.
@@ -21,6 +25,7 @@
 #define KT 64 // k per step
 #define LD 72 // shared row stride in halves
 #define NWT (GLU ? 2 : 1) // weight tiles
+#define QACT (QT != T_F16 && QT != T_BF16) // int8 activations with per-32 scales
 
 // Elements [e0, e0 + 32) of row r of W (N blocks in all) as 16 pairs of F16 (e0 % 32 == 0)
 __device__ __forceinline__ void deq32(const u8 *W, i64 N, int r, int k, int e0, u32 *o)
@@ -84,12 +89,21 @@ __device__ __forceinline__ void deq32(const u8 *W, i64 N, int r, int k, int e0, 
 #endif
 #pragma unroll
     for (int i = 0; i < 16; i++)
+#if QT == T_BF16
+        o[i] = (u32)f2bf(v[2 * i]) | ((u32)f2bf(v[2 * i + 1]) << 16);
+#else
         o[i] = (u32)f2h(v[2 * i]) | ((u32)f2h(v[2 * i + 1]) << 16);
+#endif
 }
 
 __device__ __forceinline__ void mma16816(float *c, const u32 *a, const u32 *b)
 {
-#if !BRASA_HIP
+#if !BRASA_HIP && QT == T_BF16
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif !BRASA_HIP
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -101,12 +115,14 @@ __device__ __forceinline__ void mma16816(float *c, const u32 *a, const u32 *b)
 
 // Grid (ceil(T / BN), row tiles); block 128.
 extern "C" __global__ void __launch_bounds__(128)
-mmt(const u8 *W0, const u8 *W1, const u8 *W2, const float *xf, float *y0, float *y1, float *y2,
+mmt(const u8 *W0, const u8 *W1, const u8 *W2, const float *xf, const i8 *xq, const float *xd,
+    float *y0, float *y1, float *y2,
     const float *b0, const float *b1, const float *b2, const float *res, float rscale, int r0,
     int r1, int r2, int k, int T)
 {
     __shared__ __align__(16) u16 ws[NWT][BM * LD];
     __shared__ __align__(16) u16 xs[BN * LD];
+    __shared__ float sd[BN][KT / 32]; // token scales of the step's 32-wide blocks (QACT)
     pdl_wait();
     pdl_launch();
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -164,41 +180,100 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const float *xf, float *y0, float 
             int t = t0 + lr;
             u32 *dst = (u32 *)&xs[lr * LD + lh];
             if (t < T) {
+#if QACT
+                const int4 *src = (const int4 *)(xq + (i64)t * k + kk + lh);
+                int4 a0 = src[0], a1 = src[1];
+                int aw[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    u32 w = (u32)aw[i];
+                    dst[2 * i] = (u32)f2h((float)(i8)(w & 0xff)) |
+                                 ((u32)f2h((float)(i8)((w >> 8) & 0xff)) << 16);
+                    dst[2 * i + 1] = (u32)f2h((float)(i8)((w >> 16) & 0xff)) |
+                                     ((u32)f2h((float)(i8)(w >> 24)) << 16);
+                }
+                sd[lr][lh / 32] = xd[(i64)t * (k / 32) + (kk + lh) / 32];
+#else
                 const float4 *src = (const float4 *)(xf + (i64)t * k + kk + lh);
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
                     float4 f = src[i];
+#if QT == T_BF16
+                    dst[2 * i] = (u32)f2bf(f.x) | ((u32)f2bf(f.y) << 16);
+                    dst[2 * i + 1] = (u32)f2bf(f.z) | ((u32)f2bf(f.w) << 16);
+#else
                     dst[2 * i] = (u32)f2h(f.x) | ((u32)f2h(f.y) << 16);
                     dst[2 * i + 1] = (u32)f2h(f.z) | ((u32)f2h(f.w) << 16);
+#endif
                 }
+#endif
             } else {
 #pragma unroll
                 for (int i = 0; i < 16; i++)
                     dst[i] = 0;
+#if QACT
+                sd[lr][lh / 32] = 0.0f;
+#endif
             }
         }
         __syncthreads();
+        // each 32-wide block of k: its products, then (QACT) scaled by the token's scale
 #pragma unroll
-        for (int ks = 0; ks < KT; ks += 16) {
-            int kc = ks + (lane & 3) * 2;
-            u32 bf[4][2];
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const u16 *xp = &xs[(wn + j * 8 + (lane >> 2)) * LD + kc];
-                bf[j][0] = *(const u32 *)xp;
-                bf[j][1] = *(const u32 *)(xp + 8);
-            }
+        for (int kb = 0; kb < KT; kb += 32) {
+#if QACT
+            float tmp[NWT][2][4][4];
 #pragma unroll
             for (int g = 0; g < NWT; g++)
 #pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    const u16 *wp = &ws[g][(wm + i * 16 + (lane >> 2)) * LD + kc];
-                    u32 af[4] = {*(const u32 *)wp, *(const u32 *)(wp + 8 * LD),
-                                 *(const u32 *)(wp + 8), *(const u32 *)(wp + 8 * LD + 8)};
+                for (int i = 0; i < 2; i++)
 #pragma unroll
                     for (int j = 0; j < 4; j++)
-                        mma16816(acc[g][i][j], af, bf[j]);
+#pragma unroll
+                        for (int c = 0; c < 4; c++)
+                            tmp[g][i][j][c] = 0.0f;
+#define TACC tmp
+#else
+#define TACC acc
+#endif
+#pragma unroll
+            for (int ks = kb; ks < kb + 32; ks += 16) {
+                int kc = ks + (lane & 3) * 2;
+                u32 bf[4][2];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const u16 *xp = &xs[(wn + j * 8 + (lane >> 2)) * LD + kc];
+                    bf[j][0] = *(const u32 *)xp;
+                    bf[j][1] = *(const u32 *)(xp + 8);
                 }
+#pragma unroll
+                for (int g = 0; g < NWT; g++)
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        const u16 *wp = &ws[g][(wm + i * 16 + (lane >> 2)) * LD + kc];
+                        u32 af[4] = {*(const u32 *)wp, *(const u32 *)(wp + 8 * LD),
+                                     *(const u32 *)(wp + 8), *(const u32 *)(wp + 8 * LD + 8)};
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            mma16816(TACC[g][i][j], af, bf[j]);
+                    }
+            }
+#undef TACC
+#if QACT
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int tc = wn + j * 8 + (lane & 3) * 2; // tokens of c0 (and c2), c1 (and c3)
+                float s0 = sd[tc][kb / 32], s1 = sd[tc + 1][kb / 32];
+#pragma unroll
+                for (int g = 0; g < NWT; g++)
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        acc[g][i][j][0] += tmp[g][i][j][0] * s0;
+                        acc[g][i][j][1] += tmp[g][i][j][1] * s1;
+                        acc[g][i][j][2] += tmp[g][i][j][2] * s0;
+                        acc[g][i][j][3] += tmp[g][i][j][3] * s1;
+                    }
+            }
+#endif
         }
         __syncthreads();
     }
@@ -229,5 +304,5 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const float *xf, float *y0, float 
                 y[o] = res ? res[o] + v * rscale : v;
 #endif
             }
-    (void)Wu;
+    (void)Wu, (void)xf, (void)xq, (void)xd;
 }

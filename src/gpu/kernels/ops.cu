@@ -190,24 +190,42 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     for (int d = threadIdx.x; d < hd; d += blockDim.x)
         qv[d] = kv_f16 ? round_h(q[d]) : q[d];
     __syncthreads();
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    // scores: a thread per cache row, the row read in 16-byte pieces (q from shared memory)
     float mx = -INFINITY;
-    for (int j = j0 + w; j < j1; j += nw) {
+    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
         float s = 0;
         if (kv_f16) {
             const u16 *kr = (const u16 *)Kc + (long long)j * kvw + kvh * hd;
-            for (int d = lane; d < hd; d += 32)
-                s += qv[d] * h2f(kr[d]);
+            if (hd % 8 == 0) {
+                for (int d = 0; d < hd; d += 8) {
+                    uint4 u = *(const uint4 *)(kr + d);
+                    u32 uw[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        s += qv[d + 2 * i] * h2f((u16)(uw[i] & 0xffff)) +
+                             qv[d + 2 * i + 1] * h2f((u16)(uw[i] >> 16));
+                }
+            } else {
+                for (int d = 0; d < hd; d++)
+                    s += qv[d] * h2f(kr[d]);
+            }
         } else {
             const float *kr = (const float *)Kc + (long long)j * kvw + kvh * hd;
-            for (int d = lane; d < hd; d += 32)
-                s += qv[d] * kr[d];
+            if (hd % 4 == 0) {
+                for (int d = 0; d < hd; d += 4) {
+                    float4 k4 = *(const float4 *)(kr + d);
+                    s += qv[d] * k4.x + qv[d + 1] * k4.y + qv[d + 2] * k4.z + qv[d + 3] * k4.w;
+                }
+            } else {
+                for (int d = 0; d < hd; d++)
+                    s += qv[d] * kr[d];
+            }
         }
-        s = warp_sum(s) * scale;
-        if (lane == 0)
-            sc[j - j0] = s;
+        s *= scale;
+        sc[j - j0] = s;
         mx = fmaxf(mx, s);
     }
+    __syncthreads();
     mx = block_max(mx, red);
     double sum = 0;
     for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
@@ -217,9 +235,25 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     }
     sum = block_sum_d(sum, redd);
     float inv = splits == 1 ? (float)(1.0 / sum) : 1.0f;
+    // output: a thread per element, 8 cache rows' values loaded before they are used
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float o = 0;
-        for (int j = j0; j < j1; j++) {
+        int j = j0;
+        for (; j + 8 <= j1; j += 8) {
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                v[u] = kv_f16 ? h2f(((const u16 *)Vc)[(long long)(j + u) * kvw + kvh * hd + d])
+                              : ((const float *)Vc)[(long long)(j + u) * kvw + kvh * hd + d];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                float p = sc[j + u - j0] * inv;
+                if (kv_f16 && splits == 1)
+                    p = round_h(p);
+                o += p * v[u];
+            }
+        }
+        for (; j < j1; j++) {
             float p = sc[j - j0] * inv;
             if (kv_f16) {
                 p = splits == 1 ? round_h(p) : p;
