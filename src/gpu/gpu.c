@@ -148,7 +148,6 @@ struct gpu_sess {
     size_t out_cap;
     const char *dump;
     bool use_graph, fuse;
-    bool ksplit;             /* BRASA_GPU_KSPLIT=1: 4 warps per long row (not yet measured) */
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
@@ -316,7 +315,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
     struct gpu_variant v[4];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, v, 4)
              : dec    ? gpu_mvd_variants(wtype, glu, ks, v, 4)
-                      : gpu_matvec_variants(wtype, nc, glu, ks, v, 4);
+                      : gpu_matvec_variants(wtype, nc, glu, v, 4);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
     if (nv == 0)
         return brasa_fail(err, BRASA_EUNSUPPORTED,
@@ -430,8 +429,6 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     e = getenv("BRASA_GPU_FUSE");
     s->fuse = !(e && strcmp(e, "0") == 0);
     s->dump = getenv("BRASA_DUMP");
-    e = getenv("BRASA_GPU_KSPLIT");
-    s->ksplit = e && strcmp(e, "1") == 0;
     e = getenv("BRASA_GPU_MVD");
     s->mvd = !(e && strcmp(e, "0") == 0);
     e = getenv("BRASA_GPU_MVD_NR");
@@ -640,6 +637,21 @@ static brasa_status rng(struct pb *b, CUdeviceptr p, size_t bytes, const char *w
     return BRASA_OK;
 }
 
+/* The product kernels' common arguments after the weights and the activation: outputs,
+ * biases, residual and its scale, rows of each weight. */
+static void ap_outputs(struct launch *l, const CUdeviceptr *y, const CUdeviceptr *bias,
+                       CUdeviceptr res, float rscale, const int *r)
+{
+    for (int j = 0; j < 3; j++)
+        ap(l, y[j]);
+    for (int j = 0; j < 3; j++)
+        ap(l, bias[j]);
+    ap(l, res);
+    af(l, rscale);
+    for (int j = 0; j < 3; j++)
+        ai(l, r[j]);
+}
+
 static brasa_status plan_matmul(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
@@ -726,8 +738,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     struct mv_kernel *mv = NULL;
     struct launch *l;
     if (T == 1 && b->s->mvd) {
-        /* decode: lanes per row from the row's 16-byte pieces (mvd.cu): 16 for short rows,
-         * 64 (two warps a row) for long rows too few to give every SM 32 warps */
+        /* decode (mvd.cu): rows of 16-byte pieces, a group of weight rows per 32 x ks lanes */
         int pe = w->type == T_Q8_0 ? 16 : w->type == T_F16 || w->type == T_BF16 ? 8
                : w->type == T_F32 ? 4 : 32;
         long pieces = k / pe;
@@ -735,6 +746,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
          * each; 4 measured no faster, BENCHMARKS.md) where every weight but the last has a
          * multiple of the output rows per group */
         int nr = 2, nout;
+        int fnr = b->s->force_nr;
+        if (fnr == 4 || fnr == 2 || (fnr == 1 && !glu))
+            nr = fnr;
         for (;; nr /= 2) {
             nout = glu ? nr / 2 : nr;
             int fits = 1;
@@ -742,13 +756,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
                 fits &= r[j] % nout == 0;
             if (fits || nr == (glu ? 2 : 1))
                 break;
-        }
-        if ((b->s->force_nr == 1 && !glu) || b->s->force_nr == 2 || b->s->force_nr == 4) {
-            int fnout = glu ? b->s->force_nr / 2 : b->s->force_nr, fits = 1;
-            for (int j = 0; j + 1 < nm; j++)
-                fits &= r[j] % fnout == 0;
-            if (fits)
-                nr = b->s->force_nr, nout = fnout;
         }
         long groups = (tot + nout - 1) / nout;
         /* ks warps share a group (split along k) while the launch has fewer than 64 warps
@@ -769,14 +776,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, mode >= 2 ? b->xf : b->xq);
         ap(l, b->xd);
         ap(l, b->xs);
-        for (int j = 0; j < 3; j++)
-            ap(l, y[j]);
-        for (int j = 0; j < 3; j++)
-            ap(l, bias[j]);
-        ap(l, res);
-        af(l, rscale);
-        for (int j = 0; j < 3; j++)
-            ai(l, r[j]);
+        ap_outputs(l, y, bias, res, rscale, r);
         ai(l, k);
         ai(l, ks);
         return BRASA_OK;
@@ -795,23 +795,14 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, b->xf);
         ap(l, b->xq);
         ap(l, b->xd);
-        for (int j = 0; j < 3; j++)
-            ap(l, y[j]);
-        for (int j = 0; j < 3; j++)
-            ap(l, bias[j]);
-        ap(l, res);
-        af(l, rscale);
-        for (int j = 0; j < 3; j++)
-            ai(l, r[j]);
+        ap_outputs(l, y, bias, res, rscale, r);
         ai(l, k);
         ai(l, T);
         return BRASA_OK;
     }
-    /* long rows and few of them (the FFN down projection): 4 warps share each row */
-    int ks = b->s->ksplit && T == 1 && !glu && b->mnext[i] < 0 && rows < 8192 && k >= 8192 ? 4 : 1;
-    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, ks, &mv, b->err)) != BRASA_OK)
+    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
-    int rpb = mv->nw / mv->ks; /* rows per block */
+    int rpb = mv->nw; /* rows per block */
     unsigned nrb = (unsigned)((tot + rpb - 1) / rpb), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);
     int tf = nct > 1 && nrb <= 65535;
     if (!(l = L(b, -1, mv->fn, kname, dst, tf ? nct : nrb, tf ? nrb : nct, 1,
@@ -821,14 +812,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, W[j]);
     ap(l, mode >= 2 ? b->xf : b->xq); /* never the input itself: y may share its buffer */
     ap(l, b->xd);
-    for (int j = 0; j < 3; j++)
-        ap(l, y[j]);
-    for (int j = 0; j < 3; j++)
-        ap(l, bias[j]);
-    ap(l, res);
-    af(l, rscale);
-    for (int j = 0; j < 3; j++)
-        ai(l, r[j]);
+    ap_outputs(l, y, bias, res, rscale, r);
     ai(l, k);
     ai(l, T);
     al(l, (long long)row_bytes(w->type, k));

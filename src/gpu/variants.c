@@ -8,7 +8,7 @@ const unsigned gpu_matvec_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_B
                                      GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
 const int gpu_n_matvec_types = (int)(sizeof gpu_matvec_types / sizeof gpu_matvec_types[0]);
 
-int gpu_matvec_variants(unsigned wtype, int nc, int glu, int ks, struct gpu_variant *out, int cap)
+int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
@@ -24,12 +24,11 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, int ks, struct gpu_vari
     }
     for (int v = 0; v < 2; v++)
         out[v] = (struct gpu_variant){"matvec.cu",
-                                      5,
+                                      4,
                                       {{"QT", (long)wtype},
-                                       {"NW", ks > 1 ? 4 : nw[v]},
+                                       {"NW", nw[v]},
                                        {"NC", ncs[v]},
-                                       {"GLU", glu},
-                                       {"KS", ks}}};
+                                       {"GLU", glu}}};
     return 2;
 }
 
@@ -75,8 +74,7 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int nc = 1; nc <= 8; nc += 7)
             for (int glu = 0; glu < 2; glu++)
-                for (int ks = 1; ks <= (nc == 1 && !glu ? 4 : 1); ks += 3)
-                    n += gpu_matvec_variants(gpu_matvec_types[i], nc, glu, ks, out + n, cap - n);
+                n += gpu_matvec_variants(gpu_matvec_types[i], nc, glu, out + n, cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             for (int nr = 1; nr <= 4; nr *= 2)

@@ -13,10 +13,10 @@ struct gpu_variant {
     struct jit_def defs[GV_MAX_DEFS];
 };
 
-/* Candidates for matvec of weight type wtype with nc columns per pass (1: decode, 8:
- * batches), plain or gate+up SwiGLU (glu), ks warps per row (4: long rows, few of them); returns their count (0 if the type has no kernel)
- * and fills out[0..count). */
-int gpu_matvec_variants(unsigned wtype, int nc, int glu, int ks, struct gpu_variant *out, int cap);
+/* Candidates for matvec.cu of weight type wtype with nc columns per pass (1: decode with
+ * BRASA_GPU_MVD=0, 8: prompt batches off the tensor cores), plain or gate+up SwiGLU (glu);
+ * returns their count (0 if the type has no kernel) and fills out[0..count). */
+int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap);
 /* Candidates for the decode product (mvd.cu) of weight type wtype, plain or gate+up (glu),
  * nr weight rows per lane group (1, 2 or 4; at least 2 with glu); returns their count (0: no
  * such kernel). */

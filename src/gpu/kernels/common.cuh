@@ -184,3 +184,30 @@ __device__ float deq1(int t, const u8 *W, i64 N, int n, i64 r, int i)
     }
     return 0.0f;
 }
+
+// Products launched for up to three weights that read the same activation (q, k, v): global
+// row `row` belongs to W0's r0 rows, then W1's r1, then W2's r2. Returns that weight, its
+// output, bias and row count, and turns row into the row within it (active: row < r2 at most).
+struct wpick {
+    const u8 *W;
+    float *y;
+    const float *bias;
+    int rows;
+    bool active;
+};
+__device__ __forceinline__ wpick pick_weight(int &row, const u8 *W0, const u8 *W1, const u8 *W2,
+                                             float *y0, float *y1, float *y2, const float *b0,
+                                             const float *b1, const float *b2, int r0, int r1,
+                                             int r2)
+{
+    wpick p = {W0, y0, b0, r0, true};
+    if (row >= r0) {
+        row -= r0;
+        p = {W1, y1, b1, r1, true};
+        if (row >= r1) {
+            row -= r1;
+            p = {W2, y2, b2, r2, row < r2};
+        }
+    }
+    return p;
+}

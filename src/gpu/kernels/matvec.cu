@@ -177,10 +177,7 @@ __device__ __forceinline__ void dot8(uint4 wv, const float *xf, int e, int k, in
 #ifndef UNROLL
 #define UNROLL 1
 #endif
-#ifndef KS
-#define KS 1 // warps per row (split along k; long rows with few of them)
-#endif
-#define SL (32 * KS) // lanes per row
+#define SL 32 // lanes per row
 
 // One weight row against NC columns; lanes stride over the row, UNROLL steps' weight loads
 // issued before the first use (bytes in flight are what a memory-bound product needs).
@@ -250,12 +247,8 @@ matvec(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd
     // together and all but the first find it in L2 (batches)
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int rb = tiles_fast ? blockIdx.y : blockIdx.x, ct = tiles_fast ? blockIdx.x : blockIdx.y;
-    int row = rb * (NW / KS) + warp / KS;
+    int row = rb * NW + warp;
     int c0 = ct * NC;
-#if KS > 1
-    lane += (warp % KS) * 32; // this warp's share of the row
-    __shared__ float part[NW][NC];
-#endif
 #if GLU
     if (row >= r0)
         return;
@@ -278,45 +271,24 @@ matvec(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd
         }
     }
 #else
-    const u8 *W = W0;
-    float *y = y0;
-    const float *bias = b0;
-    int nrows = r0;
-    bool active = true;
-    if (row >= r0) {
-        row -= r0;
-        W = W1, y = y1, bias = b1, nrows = r1;
-        if (row >= r1) {
-            row -= r1;
-            W = W2, y = y2, bias = b2, nrows = r2;
-            active = row < r2;
-        }
-    }
-#if KS == 1
+    wpick pk = pick_weight(row, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
+    const u8 *W = pk.W;
+    float *y = pk.y;
+    const float *bias = pk.bias;
+    int nrows = pk.rows;
+    bool active = pk.active;
     if (!active)
         return;
-#endif
     float acc[NC];
 #pragma unroll
     for (int c = 0; c < NC; c++)
         acc[c] = 0.0f;
-    if (active)
-        row_dot(W, (i64)nrows * (k / qblock_elems(QT)), row, row_bytes, xa, xd, k, c0, ncols,
+    row_dot(W, (i64)nrows * (k / qblock_elems(QT)), row, row_bytes, xa, xd, k, c0, ncols,
                 lane, acc);
 #pragma unroll
     for (int c = 0; c < NC; c++) {
         float v = warp_sum(acc[c]);
-#if KS > 1
-        if ((lane & 31) == 0)
-            part[warp][c] = v;
-        __syncthreads();
-        v = 0.0f;
-        for (int j = 0; j < KS; j++)
-            v += part[warp - warp % KS + j][c];
-        if (warp % KS != 0)
-            continue;
-#endif
-        if (active && (lane & 31) == 0 && c0 + c < ncols) {
+        if (lane == 0 && c0 + c < ncols) {
             if (bias)
                 v += bias[row];
             i64 o = (i64)(c0 + c) * nrows + row;

@@ -132,14 +132,8 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const float *xf, const i8 *xq, con
     const float *bias = b0;
     int nrows = r0;
 #if !GLU
-    if (row0 >= r0) {
-        row0 -= r0;
-        W = W1, y = y1, bias = b1, nrows = r1;
-        if (row0 >= r1) {
-            row0 -= r1;
-            W = W2, y = y2, bias = b2, nrows = r2;
-        }
-    }
+    wpick pk = pick_weight(row0, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
+    W = pk.W, y = pk.y, bias = pk.bias, nrows = pk.rows;
 #endif
     if (row0 >= nrows)
         return;

@@ -311,20 +311,12 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     int nrows = r0;
     (void)W2, (void)y1, (void)y2, (void)b2, (void)r1, (void)r2;
 #else
-    const u8 *W = W0;
-    float *y = y0;
-    const float *bias = b0;
-    int nrows = r0;
-    bool active = true;
-    if (row >= r0) {
-        row -= r0;
-        W = W1, y = y1, bias = b1, nrows = r1;
-        if (row >= r1) {
-            row -= r1;
-            W = W2, y = y2, bias = b2, nrows = r2;
-            active = row < r2;
-        }
-    }
+    wpick pk = pick_weight(row, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
+    const u8 *W = pk.W;
+    float *y = pk.y;
+    const float *bias = pk.bias;
+    int nrows = pk.rows;
+    bool active = pk.active;
     i64 N = (i64)nrows * (QUANT ? k / BE : k);
 #endif
     if (active)
