@@ -795,6 +795,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, b->xf);
         ap(l, b->xq);
         ap(l, b->xd);
+        ap(l, b->xs);
         ap_outputs(l, y, bias, res, rscale, r);
         ai(l, k);
         ai(l, T);
