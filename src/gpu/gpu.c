@@ -152,6 +152,7 @@ struct gpu_sess {
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
+    int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     /* BRASA_GPU_PROFILE=1: eager launches with an event after each; time per kernel name,
      * printed when the session ends */
     bool prof;
@@ -435,6 +436,8 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->force_nr = e ? atoi(e) : 0;
     e = getenv("BRASA_GPU_MVD_KS");
     s->force_ks = e ? atoi(e) : 0;
+    e = getenv("BRASA_GPU_MMT_MIN");
+    s->mmt_min = e && atoi(e) >= 2 ? atoi(e) : 256;
     e = getenv("BRASA_GPU_MMT");
     s->mmt = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !(e && strcmp(e, "0") == 0);
     e = getenv("BRASA_GPU_PROFILE");
@@ -663,8 +666,10 @@ static brasa_status plan_matmul(struct pb *b, int i)
     int glu0 = b->glu[i] >= 0;
     /* prompt batches: tensor-core tiles of 64 rows x 64 tokens (mmt.cu) where the shapes fit:
      * k a multiple of 64 (256 for the K formats), every weight of a q/k/v launch but the
-     * last a multiple of 64 rows; not F32 weights (their products stay in F32) */
-    bool use_mmt = T > 1 && b->s->mmt && k % 64 == 0 &&
+     * last a multiple of 64 rows; not F32 weights (their products stay in F32); batches of
+     * at least mmt_min tokens (a 64-row tile per block leaves the SMs idle on short batches:
+     * 64 tokens took 3.6x the integer kernel's time, 512 tokens 0.65x, BENCHMARKS.md) */
+    bool use_mmt = T >= b->s->mmt_min && b->s->mmt && k % 64 == 0 &&
                    (w->type == T_F16 || w->type == T_BF16 || w->type == T_Q4_0 ||
                     w->type == T_Q8_0 || k % 256 == 0) && w->type != T_F32;
     if (use_mmt && !glu0)
