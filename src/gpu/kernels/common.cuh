@@ -108,6 +108,18 @@ __device__ __forceinline__ void kscale(int j, const u8 *q, int *d, int *m)
     }
 }
 
+// The 8 F16 (t == T_F16) or BF16 values of a 16-byte piece, as floats
+__device__ __forceinline__ void half8(int t, uint4 u, float *f)
+{
+    u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        u16 lo = (u16)(w[i] & 0xffff), hi = (u16)(w[i] >> 16);
+        f[2 * i] = t == T_F16 ? h2f(lo) : bf2f(lo);
+        f[2 * i + 1] = t == T_F16 ? h2f(hi) : bf2f(hi);
+    }
+}
+
 // Planar weights (gpu/layout.h): the fields of block i of a matrix of N blocks. q: the
 // quantized values (Q6_K: ql); h: Q4_K/Q5_K d, dmin, scales (Q5_K: then qh), Q6_K qh;
 // s: Q6_K scales; d: the F16 scale of Q4_0, Q8_0, Q6_K.

@@ -151,18 +151,8 @@ __device__ __forceinline__ void dot_sub(const wsub &w, int s, const i8 *xq, cons
 __device__ __forceinline__ void dot8(uint4 wv, const float *xf, int e, int k, int c0, int ncols,
                                      float *acc)
 {
-    u32 ww[4] = {wv.x, wv.y, wv.z, wv.w};
     float wf[8];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-#if QT == T_F16
-        wf[2 * i] = h2f((u16)(ww[i] & 0xffff));
-        wf[2 * i + 1] = h2f((u16)(ww[i] >> 16));
-#else
-        wf[2 * i] = bf2f((u16)(ww[i] & 0xffff));
-        wf[2 * i + 1] = bf2f((u16)(ww[i] >> 16));
-#endif
-    }
+    half8(QT, wv, wf);
 #pragma unroll
     for (int c = 0; c < NC; c++)
         if (c0 + c < ncols) {

@@ -104,6 +104,20 @@ __device__ __forceinline__ void deq32(const u8 *W, i64 N, int r, int k, int e0, 
 #endif
 }
 
+// a warp's accumulators: weight tiles x 2 row halves x 4 token groups x 4 values
+__device__ __forceinline__ void zero_tiles(float (*a)[2][4][4])
+{
+#pragma unroll
+    for (int g = 0; g < NWT; g++)
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    a[g][i][j][c] = 0.0f;
+}
+
 __device__ __forceinline__ void mma16816(float *c, const u32 *a, const u32 *b)
 {
 #if !BRASA_HIP && QT == T_BF16
@@ -149,18 +163,9 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const float *xf, const i8 *xq, con
 #endif
     if (row0 >= nrows)
         return;
-    i64 N = (i64)nrows * (QT == T_F32 || QT == T_F16 || QT == T_BF16 ? k
-                          : QT == T_Q4_0 || QT == T_Q8_0 ? k / 32 : k / 256);
+    i64 N = (i64)nrows * (k / qblock_elems(QT));
     float acc[NWT][2][4][4];
-#pragma unroll
-    for (int g = 0; g < NWT; g++)
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    acc[g][i][j][c] = 0.0f;
+    zero_tiles(acc);
     int wm = (warp >> 1) * 32, wn = (warp & 1) * 32; // the warp's rows and tokens in the tile
     int lr = tid >> 1, lh = (tid & 1) * 32;           // this thread's load row and half
     for (int kk = 0; kk < k; kk += KT) {
@@ -240,15 +245,7 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const float *xf, const i8 *xq, con
         for (int ks = 0; ks < KT; ks += 16) {
 #if QACT
             float tmp[NWT][2][4][4];
-#pragma unroll
-            for (int g = 0; g < NWT; g++)
-#pragma unroll
-                for (int i = 0; i < 2; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-#pragma unroll
-                        for (int c = 0; c < 4; c++)
-                            tmp[g][i][j][c] = 0.0f;
+            zero_tiles(tmp);
 #define TACC tmp
 #else
 #define TACC acc

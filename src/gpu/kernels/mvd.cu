@@ -183,18 +183,8 @@ __device__ __forceinline__ float dot_piece(const piece &p, int t, const act &a)
     return __uint_as_float(p.q.x) * a.x0.x + __uint_as_float(p.q.y) * a.x0.y +
            __uint_as_float(p.q.z) * a.x0.z + __uint_as_float(p.q.w) * a.x0.w;
 #else
-    u32 w[4] = {p.q.x, p.q.y, p.q.z, p.q.w};
     float f[8];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-#if QT == T_F16
-        f[2 * i] = h2f((u16)(w[i] & 0xffff));
-        f[2 * i + 1] = h2f((u16)(w[i] >> 16));
-#else
-        f[2 * i] = bf2f((u16)(w[i] & 0xffff));
-        f[2 * i + 1] = bf2f((u16)(w[i] >> 16));
-#endif
-    }
+    half8(QT, p.q, f);
     return f[0] * a.x0.x + f[1] * a.x0.y + f[2] * a.x0.z + f[3] * a.x0.w + f[4] * a.x1.x +
            f[5] * a.x1.y + f[6] * a.x1.z + f[7] * a.x1.w;
 #endif
