@@ -65,4 +65,27 @@ TEST(chunked_pack_then_unpack_is_identity)
     }
 }
 
-TEST_MAIN(T(fields_cover_each_block_once), T(chunked_pack_then_unpack_is_identity))
+/* The threaded pack (used on upload) writes the same image as the plain one. */
+TEST(threaded_pack_equals_plain)
+{
+    unsigned s = 777;
+    for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++) {
+        size_t bb = qtype_get(packed[i])->block_bytes, n = 20011;
+        unsigned char *src = malloc(n * bb), *a = malloc(n * bb), *b = malloc(n * bb);
+        REQUIRE(src && a && b);
+        for (size_t k = 0; k < n * bb; k++)
+            src[k] = (unsigned char)((s = s * 1103515245u + 12345u) >> 16);
+        layout_pack(packed[i], src, 0, n, n, a);
+        for (int nth = 1; nth <= 7; nth += 3) {
+            memset(b, 0, n * bb);
+            layout_pack_threads(packed[i], src, n, b, nth);
+            CHECKF(memcmp(a, b, n * bb) == 0, "type %u, %d threads", packed[i], nth);
+        }
+        free(src);
+        free(a);
+        free(b);
+    }
+}
+
+TEST_MAIN(T(fields_cover_each_block_once), T(chunked_pack_then_unpack_is_identity),
+          T(threaded_pack_equals_plain))

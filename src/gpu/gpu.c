@@ -369,7 +369,7 @@ static brasa_status upload_weight(struct gpu *g, uint32_t type, CUdeviceptr p, c
     brasa_status st = BRASA_OK;
     for (size_t b0 = 0; b0 < nblk && st == BRASA_OK; b0 += chunk) {
         size_t cb = nblk - b0 < chunk ? nblk - b0 : chunk, roff = 0;
-        layout_pack(type, (const uint8_t *)host + b0 * bb, 0, cb, cb, tmp);
+        layout_pack_threads(type, (const uint8_t *)host + b0 * bb, cb, tmp, plat_ncpu());
         for (int j = 0; j < nf && st == BRASA_OK; j++) {
             st = DRV_CALL(&g->d, err, cuMemcpyHtoD, p + roff * nblk + b0 * f[j].size,
                           tmp + roff * cb, cb * f[j].size);

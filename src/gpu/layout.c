@@ -1,6 +1,7 @@
 /* layout: the planar device layout of quantized weights (see layout.h). */
 #include "gpu/layout.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "quant/quant.h"
@@ -58,4 +59,47 @@ void layout_unpack(uint32_t t, const void *planar, size_t b0, size_t b1, size_t 
                    void *dst)
 {
     copy_fields(t, dst, (uint8_t *)(uintptr_t)planar, b0, b1, n_blocks, 0);
+}
+
+struct pack_job {
+    uint32_t t;
+    const uint8_t *src;
+    size_t b0, b1, n;
+    void *dst;
+};
+
+static void *pack_worker(void *arg)
+{
+    struct pack_job *j = arg;
+    size_t bb = 0;
+    struct layout_field f[LAYOUT_MAX_FIELDS];
+    layout_fields(j->t, f, &bb);
+    layout_pack(j->t, j->src + j->b0 * bb, j->b0, j->b1, j->n, j->dst);
+    return NULL;
+}
+
+void layout_pack_threads(uint32_t t, const void *src, size_t n_blocks, void *dst, int nth)
+{
+    enum { MAX_TH = 32 };
+    if (nth > MAX_TH)
+        nth = MAX_TH;
+    if (nth < 1 || n_blocks < 4096)
+        nth = 1;
+    struct pack_job jobs[MAX_TH];
+    pthread_t th[MAX_TH];
+    int started[MAX_TH] = {0};
+    for (int i = 0; i < nth; i++) {
+        jobs[i] = (struct pack_job){t, src, n_blocks * (size_t)i / (size_t)nth,
+                                    n_blocks * (size_t)(i + 1) / (size_t)nth, n_blocks, dst};
+        /* the first range runs here; a thread that cannot start leaves its range to us */
+        if (i > 0)
+            started[i] = pthread_create(&th[i], NULL, pack_worker, &jobs[i]) == 0;
+    }
+    pack_worker(&jobs[0]);
+    for (int i = 1; i < nth; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            pack_worker(&jobs[i]);
+    }
 }

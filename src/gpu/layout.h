@@ -40,6 +40,9 @@ int layout_fields(uint32_t t, struct layout_field f[LAYOUT_MAX_FIELDS], size_t *
  * n_blocks x block bytes). */
 void layout_pack(uint32_t t, const void *src, size_t b0, size_t b1, size_t n_blocks, void *dst);
 
+/* layout_pack of a whole image (blocks [0, n_blocks)) split over up to nth threads. */
+void layout_pack_threads(uint32_t t, const void *src, size_t n_blocks, void *dst, int nth);
+
 /* The inverse, for the same range (tests). */
 void layout_unpack(uint32_t t, const void *planar, size_t b0, size_t b1, size_t n_blocks,
                    void *dst);
