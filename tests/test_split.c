@@ -11,8 +11,12 @@
 #include <sys/wait.h>
 #endif
 
+#include <math.h>
+
+#include "core/pool.h"
 #include "gguf/gguf.h"
 #include "gpu/nccl.h"
+#include "quant/quant.h"
 #include "gpu/split.h"
 #include "test.h"
 
@@ -197,6 +201,98 @@ TEST(nccl_loads_or_says_what_is_missing)
     CHECKF(e != NULL, "NVLink multicast setting not made");
 }
 
-TEST_MAIN(T(two_gpus_share_the_weights), T(kv_cache_counts_attention_layers),
+/* y = W x for a fixture weight, on the CPU kernels */
+static void mm(struct pool *pl, uint32_t t, const void *w, int64_t rows, int64_t k,
+               const float *x, float *y)
+{
+    void *scratch = malloc(quant_matmul_scratch_bytes(t, k, 1) + 64);
+    quant_matmul(pl, t, w, rows, k, x, 1, y, scratch);
+    free(scratch);
+}
+
+/* The split math, N shards in one process on the CPU: an FFN (gate and up split by rows, down
+ * by columns, the shards' outputs summed as the all-reduce would) and the attention output
+ * projection (split by columns) reproduce the one-device results. */
+TEST(shards_reproduce_one_device)
+{
+    const char *path = test_shared_path("fixtures/qwen2.Q8_0.gguf");
+    if (!test_file_exists(path))
+        SKIP("fixtures absent");
+    struct gguf_file *f;
+    struct brasa_err err = {{0}};
+    REQUIRE(gguf_open(&f, path, &err) == BRASA_OK);
+    struct pool *pl = NULL;
+    REQUIRE(pool_new(&pl, 2, &err) == BRASA_OK);
+    const struct gguf_tensor *gt = gguf_find_tensor(f, "blk.0.ffn_gate.weight"),
+                             *ut = gguf_find_tensor(f, "blk.0.ffn_up.weight"),
+                             *dt = gguf_find_tensor(f, "blk.0.ffn_down.weight"),
+                             *ot = gguf_find_tensor(f, "blk.0.attn_output.weight");
+    REQUIRE(gt && ut && dt && ot);
+    int64_t d = gt->ne[0], ff = gt->ne[1];
+    REQUIRE(dt->ne[0] == ff && dt->ne[1] == d && ot->ne[0] == d);
+    float *x = malloc((size_t)(d + ff) * sizeof *x), *g = malloc((size_t)ff * sizeof *g),
+          *u = malloc((size_t)ff * sizeof *u), *y1 = malloc((size_t)d * sizeof *y1),
+          *yn = malloc((size_t)d * sizeof *yn), *ys = malloc((size_t)d * sizeof *ys);
+    void *sh = malloc((size_t)(gt->nbytes + dt->nbytes + ot->nbytes));
+    REQUIRE(x && g && u && y1 && yn && ys && sh);
+    unsigned r = 99;
+    for (int64_t i = 0; i < d + ff; i++)
+        x[i] = (float)((r = r * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
+    /* one device */
+    mm(pl, gt->type, gt->data, ff, d, x, g);
+    mm(pl, ut->type, ut->data, ff, d, x, u);
+    for (int64_t i = 0; i < ff; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    mm(pl, dt->type, dt->data, d, ff, g, y1);
+    for (int n = 2; n <= 4; n += 2) {
+        int64_t fs = ff / n;
+        memset(yn, 0, (size_t)d * sizeof *yn);
+        for (int s = 0; s < n; s++) {
+            int64_t f0 = s * fs;
+            REQUIRE(split_slice(gt->type, gt->data, d, f0, f0 + fs, 0, d, sh, &err) == BRASA_OK);
+            mm(pl, gt->type, sh, fs, d, x, g + f0);
+            REQUIRE(split_slice(ut->type, ut->data, d, f0, f0 + fs, 0, d, sh, &err) == BRASA_OK);
+            mm(pl, ut->type, sh, fs, d, x, u + f0);
+            for (int64_t i = f0; i < f0 + fs; i++)
+                g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+            REQUIRE(split_slice(dt->type, dt->data, ff, 0, d, f0, f0 + fs, sh, &err) == BRASA_OK);
+            mm(pl, dt->type, sh, d, fs, g + f0, ys);
+            for (int64_t i = 0; i < d; i++)
+                yn[i] += ys[i];
+        }
+        double md = 0, mx = 0;
+        for (int64_t i = 0; i < d; i++) {
+            md = fmax(md, fabs((double)yn[i] - y1[i]));
+            mx = fmax(mx, fabs((double)y1[i]));
+        }
+        CHECKF(md <= 1e-3 * mx, "FFN over %d shards: %.3g relative", n, md / mx);
+        printf("  FFN over %d shards: largest difference %.2e of the largest output\n", n, md / mx);
+    }
+    /* attention output, column split over 2 */
+    int64_t ko = ot->ne[0], ro = ot->ne[1];
+    mm(pl, ot->type, ot->data, ro, ko, x, y1);
+    memset(yn, 0, (size_t)ro * sizeof *yn);
+    for (int s = 0; s < 2; s++) {
+        REQUIRE(split_slice(ot->type, ot->data, ko, 0, ro, s * ko / 2, (s + 1) * ko / 2, sh, &err) ==
+                BRASA_OK);
+        mm(pl, ot->type, sh, ro, ko / 2, x + s * ko / 2, ys);
+        for (int64_t i = 0; i < ro; i++)
+            yn[i] += ys[i];
+    }
+    double md = 0, mx = 0;
+    for (int64_t i = 0; i < ro; i++) {
+        md = fmax(md, fabs((double)yn[i] - y1[i]));
+        mx = fmax(mx, fabs((double)y1[i]));
+    }
+    CHECKF(md <= 1e-3 * mx, "attention output over 2 shards: %.3g relative", md / mx);
+    /* a column range that cuts a block is refused with a message */
+    CHECK(split_slice(ot->type, ot->data, ko, 0, 1, 0, 17, sh, &err) == BRASA_EINVAL);
+    CHECK(strstr(err.msg, "whole blocks") != NULL);
+    free(x), free(g), free(u), free(y1), free(yn), free(ys), free(sh);
+    pool_free(pl);
+    gguf_close(f);
+}
+
+TEST_MAIN(T(shards_reproduce_one_device), T(two_gpus_share_the_weights), T(kv_cache_counts_attention_layers),
           T(kquant_blocks_must_not_be_cut), T(inspect_plan_prints_each_gpu),
           T(nccl_loads_or_says_what_is_missing))

@@ -185,3 +185,23 @@ brasa_status split_plan_make(const struct gguf_file *f, int n_gpus, int n_ctx,
     }
     return BRASA_OK;
 }
+
+brasa_status split_slice(uint32_t t, const void *w, int64_t k, int64_t r0, int64_t r1,
+                         int64_t c0, int64_t c1, void *out, struct brasa_err *err)
+{
+    const struct qtype_info *qi = qtype_get(t);
+    if (!qi)
+        return brasa_fail(err, BRASA_EINVAL, "type %u is not a weight type", t);
+    int64_t blk = qi->block;
+    if (r0 < 0 || r1 < r0 || c0 < 0 || c1 < c0 || c1 > k || c0 % blk || c1 % blk || k % blk)
+        return brasa_fail(err, BRASA_EINVAL, "shard rows [%lld, %lld) columns [%lld, %lld) of a "
+                          "%s matrix of %lld columns: columns must be whole blocks of %lld",
+                          (long long)r0, (long long)r1, (long long)c0, (long long)c1, qi->name,
+                          (long long)k, (long long)blk);
+    size_t rb = qtype_row_bytes(t, k), ob = qtype_row_bytes(t, c1 - c0),
+           off = (size_t)(c0 / blk) * qi->block_bytes;
+    for (int64_t r = r0; r < r1; r++)
+        memcpy((uint8_t *)out + (size_t)(r - r0) * ob, (const uint8_t *)w + (size_t)r * rb + off,
+               ob);
+    return BRASA_OK;
+}

@@ -39,4 +39,10 @@ struct split_plan {
 brasa_status split_plan_make(const struct gguf_file *f, int n_gpus, int n_ctx,
                              struct split_plan *p, struct brasa_err *err);
 
+/* Copies rows [r0, r1) and columns [c0, c1) of a row-major matrix of type t with k columns
+ * (ggml's block layout) into out, row-major with c1 - c0 columns: one GPU's shard of a row- or
+ * column-split weight. Columns must be whole blocks; BRASA_EINVAL otherwise. */
+brasa_status split_slice(uint32_t t, const void *w, int64_t k, int64_t r0, int64_t r1,
+                         int64_t c0, int64_t c1, void *out, struct brasa_err *err);
+
 #endif
