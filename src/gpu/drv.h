@@ -123,6 +123,12 @@ struct drv {
     const char *(*nvrtcGetErrorString)(nvrtcResult);
 };
 
+/* Looks up n1, then n2 (may be NULL), in lib and stores the address in slot (a function
+ * pointer of a table); else BRASA_EDEVICE "LIBNAME lacks NAME: WHY". Shared by the CUDA, HIP
+ * and NCCL loaders. */
+brasa_status drv_sym(void *lib, void *slot, const char *libname, const char *n1, const char *n2,
+                     const char *why, struct brasa_err *err);
+
 /* Loads only the run-time compiler (for compile checks on machines without a GPU). */
 brasa_status drv_load_nvrtc(struct drv *d, struct brasa_err *err);
 /* Loads the driver and the compiler; BRASA_EDEVICE with a plain message if either is absent. */

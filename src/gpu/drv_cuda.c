@@ -6,24 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Looks up the first of a few names (versioned entry points first: cuMemAlloc_v2 ...). */
-static brasa_status sym(void *lib, void *slot, const char *libname, struct brasa_err *err,
-                        const char *n1, const char *n2)
+brasa_status drv_sym(void *lib, void *slot, const char *libname, const char *n1, const char *n2,
+                     const char *why, struct brasa_err *err)
 {
-    void *p = NULL;
-    if (n1)
-        p = dlsym(lib, n1);
+    void *p = dlsym(lib, n1);
     if (!p && n2)
         p = dlsym(lib, n2);
     if (!p)
-        return brasa_fail(err, BRASA_EDEVICE, "%s lacks %s: the driver or compiler is too old",
-                          libname, n2 ? n2 : n1);
+        return brasa_fail(err, BRASA_EDEVICE, "%s lacks %s: %s", libname, n2 ? n2 : n1, why);
     memcpy(slot, &p, sizeof p);
     return BRASA_OK;
 }
 
-#define S2(lib, field, v2) sym((lib), &d->field, ln, err, v2, #field)
-#define S1(lib, field) sym((lib), &d->field, ln, err, NULL, #field)
+/* versioned entry points first (cuMemAlloc_v2, then cuMemAlloc) */
+#define S2(lib, field, v2) \
+    drv_sym((lib), &d->field, ln, v2, #field, "the driver or compiler is too old", err)
+#define S1(lib, field) \
+    drv_sym((lib), &d->field, ln, #field, NULL, "the driver or compiler is too old", err)
 
 static void *open_nvrtc(char *path, size_t cap)
 {

@@ -60,18 +60,10 @@ static CUresult w_funcsetattr(CUfunction f, int attr, int value)
     return 0;
 }
 
-/* Looks up the first of two names and stores it in slot (a function pointer of the table). */
 static brasa_status sym(void *lib, void *slot, const char *libname, const char *n1,
                         const char *n2, struct brasa_err *err)
 {
-    void *p = plat_dlsym(lib, n1);
-    if (!p && n2)
-        p = plat_dlsym(lib, n2);
-    if (!p)
-        return brasa_fail(err, BRASA_EDEVICE, "%s lacks %s: the HIP runtime is too old", libname,
-                          n1);
-    memcpy(slot, &p, sizeof p);
-    return BRASA_OK;
+    return drv_sym(lib, slot, libname, n1, n2, "the HIP runtime is too old", err);
 }
 #define H(field, name) sym(h, &d->field, ln, name, NULL, err)
 

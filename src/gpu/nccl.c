@@ -6,18 +6,15 @@
 #include <string.h>
 
 #include "core/platform.h"
+#include "gpu/drv.h"
 
 static const char *const nccl_names[] = {"libnccl.so.2", "libnccl.so", "librccl.so.1", NULL};
 
 static brasa_status sym(void *lib, void *slot, const char *libname, const char *name,
                         struct brasa_err *err)
 {
-    void *p = plat_dlsym(lib, name);
-    if (!p)
-        return brasa_fail(err, BRASA_EDEVICE, "%s lacks %s: the NCCL library is too old or not NCCL",
-                          libname, name);
-    memcpy(slot, &p, sizeof p);
-    return BRASA_OK;
+    return drv_sym(lib, slot, libname, name, NULL, "the NCCL library is too old or not NCCL",
+                   err);
 }
 
 brasa_status nccl_load(struct nccl *n, struct brasa_err *err)
