@@ -67,10 +67,10 @@ struct wmap {
 
 struct mv_kernel {
     uint32_t wtype;
-    int dec;         /* 1: the decode kernel (mvd.cu; ks is its rows per lane group), 2: the
-                      * tensor-core batch kernel (mmt.cu), 0: matvec.cu */
+    int dec;         /* 1: the decode kernel (mvd.cu), 2: the tensor-core batch kernel (mmt.cu),
+                      * 0: matvec.cu */
     int nc;          /* requested columns per pass */
-    int glu, ks;
+    int glu, nr;     /* gate+up; mvd's weight rows per lane group (1 for the others) */
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
     CUmodule mod;
     CUfunction fn;
@@ -300,14 +300,14 @@ void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *
     *cached = g->jit.n_cached;
 }
 
-/* The matrix kernel for a weight type (dec: the decode kernel, ks its rows per group): the
- * first variant that compiles and does not spill. */
-static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int ks,
+/* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
+ * and does not spill. */
+static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
                            struct mv_kernel **out, struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
         if (g->mv[i].dec == dec && g->mv[i].wtype == wtype && g->mv[i].nc == nc &&
-            g->mv[i].glu == glu && g->mv[i].ks == ks) {
+            g->mv[i].glu == glu && g->mv[i].nr == nr) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
@@ -315,7 +315,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[4];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, v, 4)
-             : dec    ? gpu_mvd_variants(wtype, glu, ks, v, 4)
+             : dec    ? gpu_mvd_variants(wtype, glu, nr, v, 4)
                       : gpu_matvec_variants(wtype, nc, glu, v, 4);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
     if (nv == 0)
@@ -324,7 +324,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
                           "Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)", wtype);
     brasa_status st = BRASA_OK;
     for (int k = 0; k < nv; k++) {
-        struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .ks = ks,
+        struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
                               .nw = (int)v[k].defs[1].value,
                               .ncv = dec == 2 ? 64 : dec ? 1 : (int)v[k].defs[2].value};
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
@@ -342,7 +342,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (g->o.verbose)
             fprintf(stderr, "brasa: %s type %u%s: variant %d, NW=%d %s=%d (%d registers, %d "
                     "local bytes)\n", fname, wtype, glu ? " gate+up" : "", k, m.nw,
-                    dec ? "NR" : "NC", dec ? ks : m.ncv, regs, local);
+                    dec == 1 ? "NR" : "NC", dec == 1 ? nr : m.ncv, regs, local);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
         return BRASA_OK;
@@ -418,6 +418,18 @@ static brasa_status weight_dev(struct gpu *g, const struct graph_node *n, CUdevi
 
 /* ---------------------------------------------------------------- sessions */
 
+/* $name equals v; $name as an integer (def when unset) */
+static bool env_is(const char *name, const char *v)
+{
+    const char *e = getenv(name);
+    return e && strcmp(e, v) == 0;
+}
+static int env_int(const char *name, int def)
+{
+    const char *e = getenv(name);
+    return e ? atoi(e) : def;
+}
+
 brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err *err)
 {
     *out = NULL;
@@ -425,26 +437,19 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     if (!s)
         return brasa_fail(err, BRASA_ENOMEM, "out of memory");
     s->g = g;
-    const char *e = getenv("BRASA_GPU_GRAPH");
-    s->use_graph = !(e && strcmp(e, "0") == 0);
-    e = getenv("BRASA_GPU_FUSE");
-    s->fuse = !(e && strcmp(e, "0") == 0);
+    s->use_graph = !env_is("BRASA_GPU_GRAPH", "0");
+    s->fuse = !env_is("BRASA_GPU_FUSE", "0");
     s->dump = getenv("BRASA_DUMP");
-    e = getenv("BRASA_GPU_MVD");
-    s->mvd = !(e && strcmp(e, "0") == 0);
-    e = getenv("BRASA_GPU_MVD_NR");
-    s->force_nr = e ? atoi(e) : 0;
-    e = getenv("BRASA_GPU_MVD_KS");
-    s->force_ks = e ? atoi(e) : 0;
-    e = getenv("BRASA_GPU_MMT_MIN");
-    s->mmt_min = e && atoi(e) >= 2 ? atoi(e) : 256;
-    e = getenv("BRASA_GPU_MMT");
-    s->mmt = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !(e && strcmp(e, "0") == 0);
-    e = getenv("BRASA_GPU_PROFILE");
-    s->prof = e && strcmp(e, "1") == 0;
-    e = getenv("BRASA_GPU_PDL");
+    s->mvd = !env_is("BRASA_GPU_MVD", "0");
+    s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
+    s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
+    s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
+    if (s->mmt_min < 2)
+        s->mmt_min = 256;
+    s->mmt = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_MMT", "0");
+    s->prof = env_is("BRASA_GPU_PROFILE", "1");
     s->pdl = g->d.cuLaunchKernelEx && g->jit.arch >= 90 && !drv_is_hip(&g->d) &&
-             !(e && strcmp(e, "0") == 0) && !s->prof;
+             !env_is("BRASA_GPU_PDL", "0") && !s->prof;
     brasa_status st;
     if ((st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
         (st = DRV_CALL(&g->d, err, cuStreamCreate, &s->st, CU_STREAM_NON_BLOCKING)) ||
@@ -663,16 +668,15 @@ static brasa_status plan_matmul(struct pb *b, int i)
     int mode = quant_mode(w->type);
     int src = n->in[0], norm = b->normsrc[i];
     brasa_status st;
-    int glu0 = b->glu[i] >= 0;
+    int glu = b->glu[i] >= 0;
     /* prompt batches: tensor-core tiles of 64 rows x 64 tokens (mmt.cu) where the shapes fit:
-     * k a multiple of 64 (256 for the K formats), every weight of a q/k/v launch but the
-     * last a multiple of 64 rows; not F32 weights (their products stay in F32); batches of
-     * at least mmt_min tokens (a 64-row tile per block leaves the SMs idle on short batches:
-     * 64 tokens took 3.6x the integer kernel's time, 512 tokens 0.65x, BENCHMARKS.md) */
-    bool use_mmt = T >= b->s->mmt_min && b->s->mmt && k % 64 == 0 &&
-                   (w->type == T_F16 || w->type == T_BF16 || w->type == T_Q4_0 ||
-                    w->type == T_Q8_0 || k % 256 == 0) && w->type != T_F32;
-    if (use_mmt && !glu0)
+     * k a multiple of 64 (the K formats' 256 is checked below), every weight of a q/k/v
+     * launch but the last a multiple of 64 rows; not F32 weights (their products stay in
+     * F32, mode 4); batches of at least mmt_min tokens (a 64-row tile per block leaves the
+     * SMs idle on short batches: 64 tokens took 3.6x the integer kernel's time, 512 tokens
+     * 0.65x, BENCHMARKS.md) */
+    bool use_mmt = T >= b->s->mmt_min && b->s->mmt && k % 64 == 0 && mode != 4;
+    if (use_mmt && !glu)
         for (int j = i; b->mnext[j] >= 0; j = b->mnext[j])
             use_mmt &= b->g->nodes[b->g->nodes[j].in[1]].ne[1] % 64 == 0;
 
@@ -709,7 +713,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
         b->q_src = key;
         b->q_mode = mode;
     }
-    int glu = b->glu[i] >= 0;
     /* the launch's weights: this matmul and those chained to it (q, k, v; or gate, up) */
     int mm[3] = {i, -1, -1}, nm = 1;
     if (glu)
@@ -1494,7 +1497,7 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
         int j = 0;
         while (j < s->npk && strcmp(s->pk[j].name, p->l[k].kname))
             j++;
-        if (j == s->npk && s->npk < 32)
+        if (j == s->npk && s->npk < (int)(sizeof s->pk / sizeof s->pk[0]))
             s->pk[s->npk++].name = p->l[k].kname;
         if (j < s->npk) {
             s->pk[j].ms += km;
