@@ -107,6 +107,65 @@ static double time_runs(struct gpu_sess *s, struct chain *c, bool eager, int rep
     return best;
 }
 
+/* A session created with the switches "NAME=VALUE ..." set (the backend reads them when a
+ * session starts); NULL with a message on failure. */
+static struct gpu_sess *sess_with(struct gpu *g, const char *switches)
+{
+    char buf[256], *names[8];
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", switches);
+    for (char *t = strtok(buf, " "); t && n < 8; t = strtok(NULL, " ")) {
+        char *eq = strchr(t, '=');
+        if (!eq)
+            continue;
+        *eq = 0;
+        setenv(t, eq + 1, 1);
+        names[n++] = t;
+    }
+    struct gpu_sess *s = NULL;
+    struct brasa_err err;
+    if (gpu_sess_new(g, &s, &err) != BRASA_OK) {
+        printf("bench_gpu: %s\n", err.msg);
+        s = NULL;
+    }
+    for (int i = 0; i < n; i++)
+        unsetenv(names[i]);
+    return s;
+}
+
+/* Plans chain c in session s (a context of 16); 0 with a message on failure. */
+static int prepare(struct gpu_sess *s, struct chain *c)
+{
+    struct brasa_err err;
+    if (gpu_sess_prepare(s, &c->g, 16, &err) != BRASA_OK) {
+        printf("bench_gpu: %s\n", err.msg);
+        return 0;
+    }
+    return 1;
+}
+
+/* One run of chain c in sessions a and b: largest |a - b| / largest |b| over its n outputs
+ * (-1 if a run fails). */
+static double agreement(struct gpu_sess *a, struct gpu_sess *b, struct chain *c, size_t n)
+{
+    double worst = -1;
+    if (time_runs(a, c, false, 0) < 0)
+        return worst;
+    float *x = malloc(n * sizeof *x);
+    memcpy(x, gpu_sess_output(a), n * sizeof *x);
+    if (time_runs(b, c, false, 0) >= 0) {
+        const float *y = gpu_sess_output(b);
+        double mx = 0, md = 0;
+        for (size_t i = 0; i < n; i++) {
+            mx = fabs(y[i]) > mx ? fabs(y[i]) : mx;
+            md = fabs(x[i] - y[i]) > md ? fabs(x[i] - y[i]) : md;
+        }
+        worst = mx > 0 ? md / mx : md;
+    }
+    free(x);
+    return worst;
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
@@ -128,14 +187,16 @@ int main(int argc, char **argv)
                                      GGML_TYPE_BF16};
     int nl = quick ? 8 : 24;
     printf("Decode products: mvd = the decode kernel (mvd.cu), mv = matvec.cu with one column\n"
-           "(BRASA_GPU_MVD=0, and BRASA_GPU_MMT=0 for 64 cols mv); no PDL = mvd without programmatic dependent launch (BRASA_GPU_PDL=0);\n"
-           "check = largest |mvd - mv| / max |mv| over one 4096x4096 product; check 64: the same\n"
-           "for 64 columns, tensor cores (F16 activations) against matvec.cu (int8 activations).\n\n");
+           "(BRASA_GPU_MVD=0); no PDL = mvd without programmatic dependent launch\n"
+           "(BRASA_GPU_PDL=0); 8 and 64 cols: batches on the default path (the integer kernel below\n"
+           "256 tokens), 64 cols mmt: the tensor cores (BRASA_GPU_MMT_MIN=2); check = largest\n"
+           "|mvd - mv| / max |mv| over one 4096x4096 product; check 64: the same for 64 columns,\n"
+           "tensor cores against matvec.cu.\n\n");
     printf("| type | weights MB | mvd graph us | mvd GB/s | %% of copy | no PDL us | mv graph us | "
-           "mv GB/s | mvd eager us | 8 cols us | 64 cols us | 64 cols mv us | check | check 64 |\n");
+           "mv GB/s | mvd eager us | 8 cols us | 64 cols us | 64 cols mmt us | check | check 64 |\n");
     printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
-        struct chain c1, c8, c64, cx;
+        struct chain c1, c8, c64, cx, cx64;
         void *w[64];
         int sq[2] = {4096, 4096};
         float *emb = malloc((size_t)4096 * 16 * 4);
@@ -144,81 +205,30 @@ int main(int argc, char **argv)
         for (int l = 0; l < nl; l++)
             w[l] = rand_weights(types[ti], 4096, 4096);
         if (!build(&c1, types[ti], sq, nl, 1, w, emb) || !build(&c8, types[ti], sq, nl, 8, w, emb) ||
-            !build(&c64, types[ti], sq, nl, 64, w, emb) || !build(&cx, types[ti], sq, 1, 1, w, emb)) {
+            !build(&c64, types[ti], sq, nl, 64, w, emb) || !build(&cx, types[ti], sq, 1, 1, w, emb) ||
+            !build(&cx64, types[ti], sq, 1, 64, w, emb)) {
             printf("bench_gpu: graph build failed\n");
             return 1;
         }
-        struct gpu_sess *s, *s0, *s1;
-        setenv("BRASA_GPU_MVD", "0", 1);
-        setenv("BRASA_GPU_MMT", "0", 1);
-        brasa_status st0 = gpu_sess_new(g, &s0, &err);
-        unsetenv("BRASA_GPU_MVD");
-        unsetenv("BRASA_GPU_MMT");
-        setenv("BRASA_GPU_PDL", "0", 1);
-        if (st0 == BRASA_OK)
-            st0 = gpu_sess_new(g, &s1, &err);
-        unsetenv("BRASA_GPU_PDL");
-        struct chain cx64;
-        if (!build(&cx64, types[ti], sq, 1, 64, w, emb)) {
-            printf("bench_gpu: graph build failed\n");
+        struct gpu_sess *s = sess_with(g, ""), *s0 = sess_with(g, "BRASA_GPU_MVD=0 BRASA_GPU_MMT=0"),
+                        *s1 = sess_with(g, "BRASA_GPU_PDL=0"), *sm = sess_with(g, "BRASA_GPU_MMT_MIN=2");
+        if (!s || !s0 || !s1 || !sm || !prepare(s, &c1) || !prepare(s, &c8) ||
+            !prepare(s, &c64) || !prepare(s, &cx) || !prepare(s0, &c1) || !prepare(s0, &cx) ||
+            !prepare(s0, &cx64) || !prepare(s1, &c1) || !prepare(sm, &c64) || !prepare(sm, &cx64))
             return 1;
-        }
-        if (st0 != BRASA_OK || gpu_sess_new(g, &s, &err) != BRASA_OK ||
-            gpu_sess_prepare(s, &cx64.g, 16, &err) != BRASA_OK ||
-            gpu_sess_prepare(s0, &cx64.g, 16, &err) != BRASA_OK ||
-            gpu_sess_prepare(s0, &c64.g, 16, &err) != BRASA_OK ||
-            gpu_sess_prepare(s1, &c1.g, 16, &err) != BRASA_OK ||
-            gpu_sess_prepare(s, &c1.g, 16, &err) != BRASA_OK ||
-            gpu_sess_prepare(s, &c8.g, 16, &err) != BRASA_OK ||
-            gpu_sess_prepare(s, &c64.g, 16, &err) != BRASA_OK ||
-            gpu_sess_prepare(s, &cx.g, 16, &err) != BRASA_OK ||
-            gpu_sess_prepare(s0, &c1.g, 16, &err) != BRASA_OK ||
-            gpu_sess_prepare(s0, &cx.g, 16, &err) != BRASA_OK) {
-            printf("bench_gpu: %s\n", err.msg);
-            return 1;
-        }
         double tg = time_runs(s, &c1, false, 20), te = time_runs(s, &c1, true, 20);
         double t0 = time_runs(s0, &c1, false, 20), tn = time_runs(s1, &c1, false, 20);
         double t8 = time_runs(s, &c8, false, 10), t64 = time_runs(s, &c64, false, 5);
-        double t64o = time_runs(s0, &c64, false, 5);
-        /* one 64-token product: tensor cores (F16 activations) against matvec.cu (int8) */
-        double worst64 = -1;
-        if (time_runs(s, &cx64, false, 0) >= 0) {
-            float *a = malloc((size_t)64 * 4096 * sizeof *a);
-            memcpy(a, gpu_sess_output(s), (size_t)64 * 4096 * sizeof *a);
-            if (time_runs(s0, &cx64, false, 0) >= 0) {
-                const float *b = gpu_sess_output(s0);
-                double mx = 0, md = 0;
-                for (int i = 0; i < 64 * 4096; i++) {
-                    mx = fabs(b[i]) > mx ? fabs(b[i]) : mx;
-                    md = fabs(a[i] - b[i]) > md ? fabs(a[i] - b[i]) : md;
-                }
-                worst64 = mx > 0 ? md / mx : md;
-            }
-            free(a);
-        }
+        double t64m = time_runs(sm, &c64, false, 5);
         /* one product with each kernel: the outputs must agree to rounding */
-        double worst = -1;
-        if (time_runs(s, &cx, false, 0) >= 0) {
-            float *a = malloc(4096 * sizeof *a);
-            memcpy(a, gpu_sess_output(s), 4096 * sizeof *a);
-            if (time_runs(s0, &cx, false, 0) >= 0) {
-                const float *b = gpu_sess_output(s0);
-                double mx = 0, md = 0;
-                for (int i = 0; i < 4096; i++) {
-                    mx = fabs(b[i]) > mx ? fabs(b[i]) : mx;
-                    md = fabs(a[i] - b[i]) > md ? fabs(a[i] - b[i]) : md;
-                }
-                worst = mx > 0 ? md / mx : md;
-            }
-            free(a);
-        }
+        double worst = agreement(s, s0, &cx, 4096), worst64 = agreement(sm, s0, &cx64, 64 * 4096);
         double gbs = c1.bytes / (tg * 1e-3) / 1e9, gbs0 = c1.bytes / (t0 * 1e-3) / 1e9;
         printf("| %s | %.0f | %.0f | %.0f | %.0f%% | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | "
                "%.1e | %.1e |\n",
                qtype_get(types[ti])->name, c1.bytes / 1e6, tg * 1e3, gbs, 100 * gbs / bw, tn * 1e3,
-               t0 * 1e3, gbs0, te * 1e3, t8 * 1e3, t64 * 1e3, t64o * 1e3, worst, worst64);
+               t0 * 1e3, gbs0, te * 1e3, t8 * 1e3, t64 * 1e3, t64m * 1e3, worst, worst64);
         fflush(stdout);
+        gpu_sess_free(sm);
         gpu_sess_free(s1);
         gpu_sess_free(s);
         gpu_sess_free(s0);
@@ -243,7 +253,7 @@ int main(int argc, char **argv)
                {"1.5B FFN Q8_0", GGML_TYPE_Q8_0, {1536, 8960}, 12},
                {"7B attn Q4_K", GGML_TYPE_Q4_K, {3584, 3584}, 24},
                {"1.5B attn Q4_K", GGML_TYPE_Q4_K, {1536, 1536}, 48}};
-    printf("\n| chain | weights MB | mvd graph us | mvd GB/s | %% of copy | NR=2 us | NR=1 us | no PDL us | "
+    printf("\n| chain | weights MB | mvd graph us | mvd GB/s | %% of copy | NR=4 us | NR=1 us | no PDL us | "
            "mv graph us | mv GB/s |\n");
     printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t fi = 0; fi < sizeof ffn / sizeof *ffn && !quick; fi++) {
@@ -254,42 +264,28 @@ int main(int argc, char **argv)
             emb[i] = rndf();
         for (int l = 0; l < ffn[fi].nl; l++)
             w[l] = rand_weights(ffn[fi].t, ffn[fi].dims[(l + 1) % 2], ffn[fi].dims[l % 2]);
-        struct gpu_sess *s, *s0, *s1;
-        setenv("BRASA_GPU_MVD", "0", 1);
-        brasa_status st0 = gpu_sess_new(g, &s0, &err);
-        unsetenv("BRASA_GPU_MVD");
-        setenv("BRASA_GPU_PDL", "0", 1);
-        if (st0 == BRASA_OK)
-            st0 = gpu_sess_new(g, &s1, &err);
-        unsetenv("BRASA_GPU_PDL");
-        if (!build(&c, ffn[fi].t, ffn[fi].dims, ffn[fi].nl, 1, w, emb) || st0 != BRASA_OK ||
-            gpu_sess_new(g, &s, &err) != BRASA_OK || gpu_sess_prepare(s, &c.g, 16, &err) ||
-            gpu_sess_prepare(s0, &c.g, 16, &err) || gpu_sess_prepare(s1, &c.g, 16, &err)) {
-            printf("bench_gpu: %s\n", err.msg);
+        if (!build(&c, ffn[fi].t, ffn[fi].dims, ffn[fi].nl, 1, w, emb)) {
+            printf("bench_gpu: graph build failed\n");
             return 1;
         }
-        double tg = time_runs(s, &c, false, 20), t0 = time_runs(s0, &c, false, 20);
-        double tn = time_runs(s1, &c, false, 20);
-        /* the decode kernel with fixed row groups (weight rows sharing an activation load) */
-        double tnr[2] = {-1, -1};
-        for (int v = 0; v < 2; v++) {
-            struct gpu_sess *sv;
-            setenv("BRASA_GPU_MVD_NR", v ? "1" : "2", 1);
-            if (gpu_sess_new(g, &sv, &err) == BRASA_OK) {
-                if (gpu_sess_prepare(sv, &c.g, 16, &err) == BRASA_OK)
-                    tnr[v] = time_runs(sv, &c, false, 20);
-                gpu_sess_free(sv);
-            }
-            unsetenv("BRASA_GPU_MVD_NR");
+        /* default, matvec.cu, no PDL, and the decode kernel with fixed row groups (weight rows
+         * sharing an activation load) */
+        static const char *const sw[5] = {"", "BRASA_GPU_MVD=0", "BRASA_GPU_PDL=0",
+                                          "BRASA_GPU_MVD_NR=4", "BRASA_GPU_MVD_NR=1"};
+        double t[5];
+        for (int v = 0; v < 5; v++) {
+            struct gpu_sess *sv = sess_with(g, sw[v]);
+            if (!sv || !prepare(sv, &c))
+                return 1;
+            t[v] = time_runs(sv, &c, false, 20);
+            gpu_sess_free(sv);
         }
+        double tg = t[0], t0 = t[1], tn = t[2], tnr[2] = {t[3], t[4]};
         double gbs = c.bytes / (tg * 1e-3) / 1e9, gbs0 = c.bytes / (t0 * 1e-3) / 1e9;
         printf("| %s | %.0f | %.0f | %.0f | %.0f%% | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
                ffn[fi].name, c.bytes / 1e6, tg * 1e3, gbs, 100 * gbs / bw, tnr[0] * 1e3,
                tnr[1] * 1e3, tn * 1e3, t0 * 1e3, gbs0);
         fflush(stdout);
-        gpu_sess_free(s1);
-        gpu_sess_free(s);
-        gpu_sess_free(s0);
         graph_free(&c.g);
         /* (weights kept: see above) */
         free(emb);
