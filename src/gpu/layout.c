@@ -71,10 +71,7 @@ struct pack_job {
 static void *pack_worker(void *arg)
 {
     struct pack_job *j = arg;
-    size_t bb = 0;
-    struct layout_field f[LAYOUT_MAX_FIELDS];
-    layout_fields(j->t, f, &bb);
-    layout_pack(j->t, j->src + j->b0 * bb, j->b0, j->b1, j->n, j->dst);
+    layout_pack(j->t, j->src + j->b0 * qtype_get(j->t)->block_bytes, j->b0, j->b1, j->n, j->dst);
     return NULL;
 }
 

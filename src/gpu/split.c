@@ -12,13 +12,17 @@
 
 enum split_kind { SPLIT_REP, SPLIT_ROW, SPLIT_VOCAB, SPLIT_COL, SPLIT_BIAS };
 
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
 /* name is `s` itself or ends in ".s" */
 static bool name_is(const char *name, const char *s)
 {
     size_t n = strlen(name), k = strlen(s);
-    if (n == k)
-        return !strcmp(name, s);
-    return n > k && name[n - k - 1] == '.' && !strcmp(name + n - k, s);
+    return ends_with(name, s) && (n == k || name[n - k - 1] == '.');
 }
 
 static enum split_kind kind_of(const struct gguf_tensor *t)
@@ -76,12 +80,6 @@ static brasa_status get_hp(const struct gguf_file *f, const char *arch, const ch
 static uint64_t share(uint64_t x, int n, int g)
 {
     return x / (uint64_t)n + ((uint64_t)g < x % (uint64_t)n);
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
 }
 
 /* One split tensor: adds its bytes on each GPU to p->weights. */
