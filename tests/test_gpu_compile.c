@@ -73,8 +73,8 @@ TEST(compile_every_variant)
     }
     int maj = 0, min = 0;
     d.nvrtcVersion(&maj, &min);
-    struct gpu_variant v[256];
-    struct job j = {.d = &d, .v = v, .n = gpu_all_variants(v, 256)};
+    struct gpu_variant v[512];
+    struct job j = {.d = &d, .v = v, .n = gpu_all_variants(v, 512)};
     pthread_mutex_init(&j.mu, NULL);
     REQUIRE(j.n > 10);
     int nth = 2;

@@ -69,7 +69,7 @@ struct mv_kernel {
     uint32_t wtype;
     int dec;         /* 1: the decode kernel (mvd.cu), 2: the tensor-core batch kernel (mmt.cu),
                       * 0: matvec.cu */
-    int nc;          /* requested columns per pass */
+    int nc;          /* requested columns per pass (mvd: warps per lane group) */
     int glu, nr;     /* gate+up; mvd's weight rows per lane group (1 for the others) */
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
     CUmodule mod;
@@ -315,7 +315,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[4];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, v, 4)
-             : dec    ? gpu_mvd_variants(wtype, glu, nr, v, 4)
+             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, v, 4)
                       : gpu_matvec_variants(wtype, nc, glu, v, 4);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
     if (nv == 0)
@@ -773,7 +773,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ks *= 2;
         if (b->s->force_ks == 1 || b->s->force_ks == 2 || b->s->force_ks == 4)
             ks = b->s->force_ks;
-        if ((st = get_mv(g, 1, w->type, 1, glu, nr, &mv, b->err)) != BRASA_OK)
+        if (nr != 2) /* the row-group overrides are compiled for one warp per group */
+            ks = 1;
+        if ((st = get_mv(g, 1, w->type, ks, glu, nr, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         long gpb = mv->nw / ks;
         if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)((groups + gpb - 1) / gpb), 1, 1,
@@ -786,7 +788,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, b->xs);
         ap_outputs(l, y, bias, res, rscale, r);
         ai(l, k);
-        ai(l, ks);
         return BRASA_OK;
     }
     if (use_mmt) {

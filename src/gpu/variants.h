@@ -5,7 +5,7 @@
 #define BRASA_GPU_VARIANTS_H
 #include "gpu/jit.h"
 
-#define GV_MAX_DEFS 6
+#define GV_MAX_DEFS 8
 
 struct gpu_variant {
     const char *tmpl;                 /* "matvec.cu" */
@@ -18,9 +18,9 @@ struct gpu_variant {
  * returns their count (0 if the type has no kernel) and fills out[0..count). */
 int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap);
 /* Candidates for the decode product (mvd.cu) of weight type wtype, plain or gate+up (glu),
- * nr weight rows per lane group (1, 2 or 4; at least 2 with glu); returns their count (0: no
- * such kernel). */
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, struct gpu_variant *out, int cap);
+ * nr weight rows per lane group (1, 2 or 4; at least 2 with glu) and ks warps per group (1, 2
+ * or 4); returns their count (0: no such kernel). */
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, struct gpu_variant *out, int cap);
 /* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up; returns 1
  * (0: no such kernel). */
 int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap);

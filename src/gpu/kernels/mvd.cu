@@ -1,7 +1,7 @@
 // mvd.cu: the decode matrix-vector product y = W x (one column), built to run at the memory
 // bandwidth. The weight is planar (gpu/layout.h): a row's quantized values (the raw values for
 // F32/F16/BF16) are consecutive bytes, cut here into 16-byte pieces. A group of 32 x KS lanes
-// (KS warps, a run-time argument) takes NR weight rows together: lane sl reads pieces sl,
+// (KS warps) takes NR weight rows together: lane sl reads pieces sl,
 // sl + 32 KS, ... of each of the NR rows, so every load instruction of a warp reads 512
 // consecutive bytes of one row, the activation a piece needs is read once for NR rows, and
 // U x NR pieces are in flight per lane before the first is used. Piece t of a row covers 32
@@ -14,7 +14,8 @@
 // With programmatic dependent launch the first weight loads are issued before the wait for the
 // previous kernel (pdl_wait), so the weight stream does not stop between launches.
 // Parameters: QT (weight type), NW (warps per block), NR (weight rows per lane group), U
-// (pieces in flight per lane and row), GLU, MB (blocks per SM the register budget allows).
+// (pieces in flight per lane and row), KS (warps per lane group), GLU, MB (blocks per SM the
+// register budget allows).
 #include "common.cuh"
 
 #ifndef QT
@@ -28,6 +29,9 @@
 #endif
 #ifndef U
 #define U 1
+#endif
+#ifndef KS
+#define KS 1
 #endif
 #ifndef GLU
 #define GLU 0
@@ -60,7 +64,7 @@
 #else
 #define NOUT NR
 #endif
-#define GPB (NW * 32) // lanes per block
+#define GL (32 * KS) // lanes per group
 
 struct piece {
     uint4 q;  // 16 bytes of quantized (or raw) values
@@ -78,29 +82,71 @@ struct piece {
 #endif
 };
 
-// Piece t of row r of W (N blocks in all)
-__device__ __forceinline__ void ld_piece(const u8 *W, i64 N, int r, int k, int t, piece &p)
-{
-#if !QUANT
-    p.q = *(const uint4 *)(W + 16 * ((i64)r * (k / PE) + t));
-    (void)N;
-#else
-    int m = t % PPB;
-    qblk b = qblock(QT, W, N, (i64)r * (k / BE) + t / PPB);
-    p.q = *(const uint4 *)(b.q + 16 * m);
-#if QT == T_Q4_K
-    p.a = *(const uint4 *)b.h;
-#elif QT == T_Q5_K
-    p.a = *(const uint4 *)b.h;
-    p.b = *(const uint4 *)(b.h + 16 + 16 * (m & 1));
-#elif QT == T_Q6_K
-    p.a = *(const uint4 *)(b.h + 32 * (m >> 2) + 16 * (m & 1));
-    p.s0 = ((const i8 *)b.s)[8 * (m >> 2) + (m & 3)];
-    p.s1 = ((const i8 *)b.s)[8 * (m >> 2) + (m & 3) + 4];
+// Lane sl of a group reads pieces t = sl + GL i (i = 0, 1, ...) of each row. GL is a multiple
+// of 32 and a block has at most 8 pieces, so the piece's place in its block (t % PPB) is the
+// same for all of a lane's pieces: the addresses of its piece i are those of its first piece
+// plus i times a constant, and the scale fields it needs sit at the same place in every block.
+
+// A lane's pointers into one weight row: its first piece's values (q) and scale fields
+struct rowp {
+    const u8 *q;
+#if QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
+    const u8 *h;  // Q4_K/Q5_K: d, dmin, scales; Q6_K: the piece's qh bytes
+#endif
+#if QT == T_Q5_K
+    const u8 *b;  // the piece's qh bytes
+#endif
+#if QT == T_Q6_K
+    const i8 *s;  // its first scale (the second is 4 bytes on)
 #endif
 #if QT == T_Q4_0 || QT == T_Q8_0 || QT == T_Q6_K
-    p.d = ld16(b.d);
+    const u8 *d;
 #endif
+};
+#define BSTEP (GL / PPB) // blocks between a lane's consecutive pieces (quantized types)
+
+__device__ __forceinline__ rowp row_of(const u8 *W, i64 N, int r, int k, int sl)
+{
+    rowp p;
+#if !QUANT
+    p.q = W + 16 * ((i64)r * (k / PE) + sl);
+    (void)N;
+#else
+    const int m = sl % PPB;
+    qblk b = qblock(QT, W, N, (i64)r * (k / BE) + sl / PPB);
+    p.q = b.q + 16 * m;
+#if QT == T_Q4_K
+    p.h = b.h;
+#elif QT == T_Q5_K
+    p.h = b.h;
+    p.b = b.h + 16 + 16 * (m & 1);
+#elif QT == T_Q6_K
+    p.h = b.h + 32 * (m >> 2) + 16 * (m & 1);
+    p.s = (const i8 *)b.s + 8 * (m >> 2) + (m & 3);
+#endif
+#if QT == T_Q4_0 || QT == T_Q8_0 || QT == T_Q6_K
+    p.d = b.d;
+#endif
+#endif
+    return p;
+}
+
+// The lane's piece i of a row
+__device__ __forceinline__ void ld_piece(const rowp &w, int i, piece &p)
+{
+    p.q = *(const uint4 *)(w.q + 16 * GL * i);
+#if QT == T_Q4_K
+    p.a = *(const uint4 *)(w.h + 16 * BSTEP * i);
+#elif QT == T_Q5_K
+    p.a = *(const uint4 *)(w.h + 48 * BSTEP * i);
+    p.b = *(const uint4 *)(w.b + 48 * BSTEP * i);
+#elif QT == T_Q6_K
+    p.a = *(const uint4 *)(w.h + 64 * BSTEP * i);
+    p.s0 = w.s[16 * BSTEP * i];
+    p.s1 = w.s[16 * BSTEP * i + 4];
+#endif
+#if QT == T_Q4_0 || QT == T_Q8_0 || QT == T_Q6_K
+    p.d = ld16(w.d + 2 * BSTEP * i);
 #endif
 }
 
@@ -112,21 +158,6 @@ __device__ __forceinline__ int dot16(u32 w0, u32 w1, u32 w2, u32 w3, int4 a)
     return dot4_i8((int)w3, a.w, s);
 }
 
-// 6-bit scale and min of sub-block j of a Q4_K/Q5_K header whose scale bytes are the words
-// y, z, w (ggml's get_scale_min_k4 on registers)
-__device__ __forceinline__ void kscale_w(int j, u32 y, u32 z, u32 w, int &sc, int &mn)
-{
-    if (j < 4) {
-        int sh = 8 * j;
-        sc = (int)((y >> sh) & 63);
-        mn = (int)((z >> sh) & 63);
-    } else {
-        int sh = 8 * (j - 4);
-        sc = (int)(((w >> sh) & 0xF) | (((y >> sh) >> 6 & 3) << 4));
-        mn = (int)(((w >> sh) >> 4 & 0xF) | (((z >> sh) >> 6 & 3) << 4));
-    }
-}
-
 // The activation a piece needs (read once for the NR rows)
 struct act {
 #if !QUANT
@@ -134,49 +165,67 @@ struct act {
 #else
     int4 a0, a1;
     float d;
-    int s0, s1;
+    int s0, s1, ss; // the sums of the piece's two runs of 16; ss: both, as 16-bit halves
 #endif
 };
 
-__device__ __forceinline__ void ld_act(int t, const void *xa, const float *xd, const int *xs,
-                                       act &a)
+// The lane's activation pointers (its first piece's): values (int8, or floats), scale, sums
+struct actp {
+    const u8 *x;
+    const float *d;
+    const int *s;
+};
+__device__ __forceinline__ actp act_of(const void *xa, const float *xd, const int *xs, int sl)
+{
+    actp p;
+#if !QUANT
+    p.x = (const u8 *)xa + 4 * PE * sl;
+    p.d = xd;
+    p.s = xs;
+#else
+    const int m = sl % PPB;
+#if QT == T_Q4_K || QT == T_Q5_K
+    int e0 = BE * (sl / PPB) + 64 * (m >> 1) + 16 * (m & 1);
+#elif QT == T_Q6_K
+    int e0 = BE * (sl / PPB) + 128 * (m >> 2) + 16 * (m & 3);
+#else
+    int e0 = PE * sl;
+#endif
+    p.x = (const u8 *)xa + e0;
+    p.d = xd + (e0 >> 5);
+    p.s = xs + (e0 >> 4);
+#endif
+    return p;
+}
+
+// The activation of the lane's piece i (PE GL i elements on from its first)
+__device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
 {
 #if !QUANT
-    const float4 *xf = (const float4 *)((const float *)xa + PE * t);
+    const float4 *xf = (const float4 *)(x.x + 4 * PE * GL * i);
     a.x0 = xf[0];
 #if QT != T_F32
     a.x1 = xf[1];
 #endif
-    (void)xd;
-    (void)xs;
 #else
-    const i8 *xq = (const i8 *)xa;
-    int m = t % PPB;
-#if QT == T_Q8_0
-    int e0 = PE * t;
-    a.a0 = *(const int4 *)(xq + e0);
-#elif QT == T_Q4_0
-    int e0 = PE * t;
-    a.a0 = *(const int4 *)(xq + e0);
-    a.a1 = *(const int4 *)(xq + e0 + 16);
+    const u8 *q = x.x + PE * GL * i;
+    a.a0 = *(const int4 *)q;
+#if QT == T_Q4_0
+    a.a1 = *(const int4 *)(q + 16);
 #elif QT == T_Q4_K || QT == T_Q5_K
-    int e0 = BE * (t / PPB) + 64 * (m >> 1) + 16 * (m & 1);
-    a.a0 = *(const int4 *)(xq + e0);
-    a.a1 = *(const int4 *)(xq + e0 + 32);
-    a.s0 = xs[e0 >> 4];
-    a.s1 = xs[(e0 + 32) >> 4];
-#else // Q6_K
-    int e0 = BE * (t / PPB) + 128 * (m >> 2) + 16 * (m & 3);
-    a.a0 = *(const int4 *)(xq + e0);
-    a.a1 = *(const int4 *)(xq + e0 + 64);
+    a.a1 = *(const int4 *)(q + 32);
+    a.s0 = x.s[PE * GL / 16 * i];
+    a.s1 = x.s[PE * GL / 16 * i + 2];
+    a.ss = pack16(a.s0, a.s1);
+#elif QT == T_Q6_K
+    a.a1 = *(const int4 *)(q + 64);
 #endif
-    a.d = xd[e0 >> 5];
-    (void)xs;
+    a.d = x.d[PE * GL / 32 * i];
 #endif
 }
 
-// The dot of piece t with its activation
-__device__ __forceinline__ float dot_piece(const piece &p, int t, const act &a)
+// The dot of a piece (m: its place in its block) with its activation
+__device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 {
 #if !QUANT
 #if QT == T_F32
@@ -188,9 +237,8 @@ __device__ __forceinline__ float dot_piece(const piece &p, int t, const act &a)
     return f[0] * a.x0.x + f[1] * a.x0.y + f[2] * a.x0.z + f[3] * a.x0.w + f[4] * a.x1.x +
            f[5] * a.x1.y + f[6] * a.x1.z + f[7] * a.x1.w;
 #endif
-    (void)t;
+    (void)m;
 #else
-    int m = t % PPB;
 #if QT == T_Q8_0
     int s = dot16(p.q.x, p.q.y, p.q.z, p.q.w, a.a0);
     return a.d * h2f(p.d) * (float)s;
@@ -220,11 +268,24 @@ __device__ __forceinline__ float dot_piece(const piece &p, int t, const act &a)
     h3 |= ((p.b.w >> j1) & b1) << 4;
 #endif
     int d0 = dot16(l0, l1, l2, l3, a.a0), d1 = dot16(h0, h1, h2, h3, a.a1);
-    int sc0, mn0, sc1, mn1;
-    kscale_w(2 * pr, p.a.y, p.a.z, p.a.w, sc0, mn0);
-    kscale_w(2 * pr + 1, p.a.y, p.a.z, p.a.w, sc1, mn1);
-    return a.d * (h2f((u16)(p.a.x & 0xffff)) * (float)(sc0 * d0 + sc1 * d1) -
-                  h2f((u16)(p.a.x >> 16)) * (float)(mn0 * a.s0 + mn1 * a.s1));
+    // the scales and mins of sub-blocks 2 pr and 2 pr + 1, as byte pairs (ggml's
+    // get_scale_min_k4 for two neighbours at once, with the lane's shifts and masks)
+    const bool hi = pr >= 2;
+    const int sh = 16 * (pr & 1);
+    const u32 ma = hi ? 0x0F0Fu : 0x3F3Fu, mb = hi ? 0x3030u : 0u;
+    const u32 y = p.a.y, z = p.a.z, w = p.a.w;
+    u32 scp = (((hi ? w : y) >> sh) & ma) | ((y >> (sh + 2)) & mb);
+    u32 mnp = (((hi ? w : z) >> (sh + (hi ? 4 : 0))) & ma) | ((z >> (sh + 2)) & mb);
+#if QT == T_Q4_K
+    // |d0|, |d1| <= 16 x 15 x 128: both fit 16 bits, so one dot2 each
+    int isc = dot2_i16_i8(pack16(d0, d1), (int)scp, 0);
+    int imn = dot2_i16_i8(a.ss, (int)mnp, 0);
+#else
+    int isc = (int)(scp & 0xff) * d0 + (int)(scp >> 8) * d1;
+    int imn = (int)(mnp & 0xff) * a.s0 + (int)(mnp >> 8) * a.s1;
+#endif
+    return a.d * (h2f((u16)(p.a.x & 0xffff)) * (float)isc -
+                  h2f((u16)(p.a.x >> 16)) * (float)imn);
 #else // Q6_K
     int mm = m & 3;
     const u32 mk = 0x0F0F0F0Fu, m2 = 0x03030303u, o = 0x20202020u;
@@ -243,50 +304,55 @@ __device__ __forceinline__ float dot_piece(const piece &p, int t, const act &a)
 #endif
 }
 
-// acc[j] += the dot of weight row j of the group with the activation over this lane's
-// pieces (sl of gl lanes). Row j is row min(row + j % NOUT, last) of Wa, or with GLU of Wb
-// for j >= NOUT.
+// acc[j] += the dot of weight row j of the group with the activation over this lane's pieces.
+// Row j is row min(row + j % NOUT, last) of Wa, or with GLU of Wb for j >= NOUT. m: the lane's
+// piece place in its blocks.
 __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int row, int last,
-                                         int k, int sl, int gl, const void *xa, const float *xd,
+                                         int k, int sl, const void *xa, const float *xd,
                                          const int *xs, float *acc)
 {
-    const int P = k / PE;
+    const int P = k / PE, n = (P - sl + GL - 1) / GL; // this lane's pieces
+    const int m = sl % PPB;
+    rowp w[NR];
+#pragma unroll
+    for (int j = 0; j < NR; j++)
+        w[j] = row_of(GLU && j >= NOUT ? Wb : Wa, N, min(row + j % NOUT, last), k, sl);
+    const actp x = act_of(xa, xd, xs, sl);
 #pragma unroll 1
-    for (int t0 = sl; t0 < P; t0 += gl * U) {
+    for (int i0 = 0; i0 < n; i0 += U) {
         piece p[U][NR];
 #pragma unroll
         for (int u = 0; u < U; u++)
-            if (t0 + gl * u < P) {
+            if (i0 + u < n) {
 #pragma unroll
                 for (int j = 0; j < NR; j++)
-                    ld_piece(GLU && j >= NOUT ? Wb : Wa, N, min(row + j % NOUT, last), k,
-                             t0 + gl * u, p[u][j]);
+                    ld_piece(w[j], i0 + u, p[u][j]);
             }
-        if (t0 == sl) { // the first weights are on their way: now wait for the activation
+        if (i0 == 0) { // the first weights are on their way: now wait for the activation
             pdl_wait();
             pdl_launch();
         }
 #pragma unroll
         for (int u = 0; u < U; u++)
-            if (t0 + gl * u < P) {
+            if (i0 + u < n) {
                 act a;
-                ld_act(t0 + gl * u, xa, xd, xs, a);
+                ld_act(x, i0 + u, a);
 #pragma unroll
                 for (int j = 0; j < NR; j++)
-                    acc[j] += dot_piece(p[u][j], t0 + gl * u, a);
+                    acc[j] += dot_piece(p[u][j], m, a);
             }
     }
 }
 
-// ks: warps per lane group (1, 2 or 4; NW a multiple). Grid: ceil(rows / NOUT / (NW / ks)).
+// Grid: ceil(rows / NOUT / (NW / KS)).
 extern "C" __global__ void __launch_bounds__(NW * 32, MB)
 mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
-    const float *res, float rscale, int r0, int r1, int r2, int k, int ks)
+    const float *res, float rscale, int r0, int r1, int r2, int k)
 {
     __shared__ float part[NW][NR];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int grp = blockIdx.x * (NW / ks) + warp / ks, gl = 32 * ks, sl = (warp % ks) * 32 + lane;
+    int grp = blockIdx.x * (NW / KS) + warp / KS, sl = (warp % KS) * 32 + lane;
     int row = grp * NOUT; // first output row of the group
     float acc[NR];
 #pragma unroll
@@ -310,24 +376,24 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     i64 N = (i64)nrows * (QUANT ? k / BE : k);
 #endif
     if (active)
-        rows_dot(W, W1, N, row, nrows - 1, k, sl, gl, xa, xd, xs, acc);
+        rows_dot(W, W1, N, row, nrows - 1, k, sl, xa, xd, xs, acc);
     pdl_wait(); // (for lanes with no piece; returns at once for the others)
     pdl_launch();
 #pragma unroll
     for (int j = 0; j < NR; j++)
         acc[j] = wave_sum<32>(acc[j]);
-    if (ks > 1) {
+    if (KS > 1) {
         if (lane == 0)
 #pragma unroll
             for (int j = 0; j < NR; j++)
                 part[warp][j] = acc[j];
         __syncthreads();
-        if (warp % ks != 0)
+        if (warp % KS != 0)
             return;
 #pragma unroll
         for (int j = 0; j < NR; j++) {
             float v = 0.0f;
-            for (int w = 0; w < ks; w++)
+            for (int w = 0; w < KS; w++)
                 v += part[warp + w][j];
             acc[j] = v;
         }

@@ -96,6 +96,27 @@ __device__ __forceinline__ int dot4_i8(int a, int b, int c)
 #endif
 }
 
+// c + the dot product of the two signed 16-bit halves of a and the two low signed bytes of b.
+// NVIDIA: dp2a. AMD: plain multiplies.
+__device__ __forceinline__ int dot2_i16_i8(int a, int b, int c)
+{
+#if BRASA_HIP
+    return c + (int)(short)(a & 0xffff) * (int)(signed char)(b & 0xff) +
+           (a >> 16) * (int)(signed char)((b >> 8) & 0xff);
+#else
+    return __dp2a_lo(a, b, c);
+#endif
+}
+// The low 16 bits of a and of b as the low and high halves of one word.
+__device__ __forceinline__ int pack16(int a, int b)
+{
+#if BRASA_HIP
+    return (int)(((unsigned)a & 0xffffu) | ((unsigned)b << 16));
+#else
+    return (int)__byte_perm((unsigned)a, (unsigned)b, 0x5410);
+#endif
+}
+
 // Byte-wise a - b (mod 256 in each of the four bytes). NVIDIA: one vsub4. AMD: the SWAR
 // identity (borrows kept inside each byte by the top bits).
 __device__ __forceinline__ unsigned vsub4(unsigned a, unsigned b)
