@@ -1024,7 +1024,9 @@ int cmd_bench(int argc, char **argv)
     for (int i = 0; i < need; i++)
         ids[i] = (int32_t)(((uint64_t)i * 2654435761u + 7) % (uint64_t)info.n_vocab);
     double r;
-    if (bench_one(s, ids, n_p > 0 ? (n_p < 32 ? n_p : 32) : 0, n_g > 0 ? 2 : 0, &r, &err)) /* warm-up */
+    /* warm-up: the full prompt (its batch size picks the kernels, which the first run of a
+     * shape compiles) and two generated tokens */
+    if (bench_one(s, ids, n_p > 0 ? n_p : 0, n_g > 0 ? 2 : 0, &r, &err))
         goto fail;
     char ft[32], size[32], model[160];
     snprintf(model, sizeof model, "%s %s", info.arch, cli_file_type_name(a.model, ft, sizeof ft));
