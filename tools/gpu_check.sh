@@ -68,6 +68,19 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
     # decode without programmatic dependent launch, for comparison
     BRASA_GPU_PDL=0 $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"$out/benchnopdl_$2_$3.txt" 2>&1
     note "bench $spec without PDL: $(grep -E 'tg128' "$out/benchnopdl_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
+    if [ "$3" = q4_k_m ]; then
+      # prompt attention on the tensor cores (fa.cu, heads of 128 here) against the per-token
+      # kernel: the same greedy continuation of a 300-token prompt
+      for fa in 1 0; do
+        BRASA_GPU_FA=$fa $B/brasa run -m "$f" -p "$(printf 'the cat %.0s' $(seq 150))" -n 24 \
+          --temp 0 --ignore-eos >"$out/fa${fa}_$2.txt" 2>/dev/null
+      done
+      if cmp -s "$out/fa1_$2.txt" "$out/fa0_$2.txt"; then
+        note "fa.cu vs per-token attention, $spec, 300-token prompt + 24 greedy tokens: identical"
+      else
+        note "fa.cu vs per-token attention, $spec: continuations DIFFER"
+      fi
+    fi
     if [ "$3" = q4_k_m ]; then  # where the time goes, kernel by kernel: decode, then a prompt
       BRASA_GPU_PROFILE=1 $B/brasa run -m "$f" -p "word" -n 64 --temp 0 --ignore-eos \
         >/dev/null 2>"$out/prof_$2_$3.txt"

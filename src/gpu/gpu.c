@@ -90,6 +90,8 @@ struct gpu {
     struct gmem mem;
     CUmodule m_ops, m_quant;
     CUfunction k[K_COUNT];
+    CUmodule m_fa[2];        /* fa.cu for heads of 64 and 128, loaded when first used */
+    CUfunction k_fa[2];
     struct mv_kernel mv[96];
     int n_mv;
     struct wmap *w;
@@ -152,6 +154,7 @@ struct gpu_sess {
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
+    bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     /* BRASA_GPU_PROFILE=1: eager launches with an event after each; time per kernel name,
      * printed when the session ends */
@@ -275,6 +278,9 @@ void gpu_close(struct gpu *g)
             g->d.cuModuleUnload(g->m_ops);
         if (g->m_quant)
             g->d.cuModuleUnload(g->m_quant);
+        for (int i = 0; i < 2; i++)
+            if (g->m_fa[i])
+                g->d.cuModuleUnload(g->m_fa[i]);
         int leaks = gmem_shutdown(&g->mem, stderr);
         if (leaks)
             fprintf(stderr, "brasa: %d GPU allocations leaked\n", leaks);
@@ -348,6 +354,26 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return BRASA_OK;
     }
     return brasa_wrap(err, st, "no usable %s variant for type %u", fname, wtype);
+}
+
+/* The prompt attention kernel (fa.cu) for heads of hd (64 or 128) values. */
+static brasa_status get_fa(struct gpu *g, int hd, CUfunction *fn, struct brasa_err *err)
+{
+    int i = hd == 64 ? 0 : 1;
+    if (!g->k_fa[i]) {
+        struct jit_def def = {"HD", hd};
+        brasa_status st;
+        if ((st = jit_module(&g->jit, "fa.cu", &def, 1, &g->m_fa[i], err)) != BRASA_OK)
+            return st;
+        if ((st = jit_function(&g->jit, g->m_fa[i], "fa", &g->k_fa[i], NULL, NULL, err)) !=
+            BRASA_OK) {
+            g->d.cuModuleUnload(g->m_fa[i]);
+            g->m_fa[i] = NULL;
+            return st;
+        }
+    }
+    *fn = g->k_fa[i];
+    return BRASA_OK;
 }
 
 /* Copies a weight to the device, quantized types in the planar layout (gpu/layout.h), a
@@ -443,6 +469,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
+    s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     if (s->mmt_min < 2)
         s->mmt_min = 256;
@@ -940,7 +967,8 @@ static brasa_status plan_node(struct pb *b, int i)
                 (st = dev_of(b, vn->in[1], &vc)))
                 return st;
         }
-        if ((l = L(b, K_ROPE, NULL, NULL, i, (unsigned)T, 1, 1, 256,
+        long nel = n->ne[0] + (xk ? nek : 0) + (xv ? nev : 0); /* elements per token */
+        if ((l = L(b, K_ROPE, NULL, NULL, i, (unsigned)T, (unsigned)((nel + 255) / 256), 1, 256,
                    (unsigned)(n_rot / 2 * 3 * sizeof(float))))) {
             ap(l, in[0]);
             ap(l, out);
@@ -983,8 +1011,29 @@ static brasa_status plan_node(struct pb *b, int i)
             (st = dev_of(b, gr->nodes[n->in[2]].in[1], &V)))
             return st;
         int nh = n->p.i[0], hd = n->p.i[2], n_ctx = (int)kc->ne[1];
+        if (T > 1 && b->s->fa && kc->type == T_F16 && vc->type == T_F16 &&
+            (hd == 64 || hd == 128) && n->p.i[1] > 0 && nh % n->p.i[1] == 0) {
+            /* prompts: tensor-core tiles of 64 tokens x 64 cache rows (fa.cu) */
+            CUfunction fn;
+            if ((st = get_fa(g, hd, &fn, b->err)) != BRASA_OK)
+                return brasa_wrap(b->err, st, "attention %s", n->name);
+            if ((l = L(b, -1, fn, "fa", i, (unsigned)((T + 63) / 64), (unsigned)nh, 1, 128, 0))) {
+                ap(l, in[0]);
+                ap(l, K);
+                ap(l, V);
+                ap(l, out);
+                ap(l, b->s->d_pos);
+                ai(l, (int)T);
+                ai(l, nh);
+                ai(l, n->p.i[1]);
+                af(l, n->p.f[0]);
+            }
+            break;
+        }
         int splits = attn_splits((int)T, n_ctx);
-        size_t shm = ((size_t)(n_ctx + splits - 1) / splits + (size_t)hd) * sizeof(float);
+        /* the scores of a slice (rounded to 4) and q; 2048 floats for the F16 output pass */
+        size_t shm = (((size_t)(n_ctx + splits - 1) / splits + 3) / 4 * 4 + (size_t)hd + 2048) *
+                     sizeof(float);
         if (shm > 48 * 1024) {
             if ((int)shm > g->smem_optin)
                 return brasa_fail(b->err, BRASA_EUNSUPPORTED, "attention %s: %zu bytes of shared "

@@ -87,5 +87,7 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, out + n, cap - n);
+    for (int hd = 64; hd <= 128 && n < cap; hd *= 2) /* prompt attention */
+        out[n++] = (struct gpu_variant){"fa.cu", 1, {{"HD", hd}}};
     return n;
 }

@@ -76,43 +76,42 @@ extern "C" __global__ void view(const float *a, float *o, long long n, int off, 
     }
 }
 
-// Rotary embedding of one tensor row x -> y (width ne, heads of hd); cs = [n_rot/2][cos, sin].
-// If cache is set, the result is also written to cache row `row` (F32 or F16).
-__device__ __forceinline__ void rope_row(const float *x, float *y, int ne, int hd, int n_rot,
-                                         int mode, const float *cs, void *cache, long long row,
-                                         int kv_f16)
+// Rotary embedding of element e of a tensor row x -> y (heads of hd); cs = [n_rot/2][cos, sin].
+// If cache is set, the result is also written to element e of cache row `row` (F32 or F16).
+__device__ __forceinline__ void rope_elem(const float *x, float *y, int e, int ne, int hd,
+                                          int n_rot, int mode, const float *cs, void *cache,
+                                          long long row, int kv_f16)
 {
-    int half = n_rot / 2;
-    for (int e = threadIdx.x; e < ne; e += blockDim.x) {
-        int i = e % hd;
-        const float *xh = x + (e - i);
-        float v;
-        if (i >= n_rot) {
-            v = xh[i];
-        } else if (mode == 2) { // NEOX: pairs (i, i + half)
-            int p = i < half ? i : i - half;
-            float c = cs[2 * p], s = cs[2 * p + 1];
-            v = i < half ? xh[i] * c - xh[i + half] * s : xh[i - half] * s + xh[i] * c;
-        } else { // NORM: pairs (2p, 2p+1)
-            int p = i / 2;
-            float c = cs[2 * p], s = cs[2 * p + 1];
-            v = (i & 1) ? xh[i - 1] * s + xh[i] * c : xh[i] * c - xh[i + 1] * s;
-        }
-        y[e] = v;
-        if (cache) {
-            if (kv_f16)
-                ((u16 *)cache)[row * ne + e] = f2h(v);
-            else
-                ((float *)cache)[row * ne + e] = v;
-        }
+    int half = n_rot / 2, i = e % hd;
+    const float *xh = x + (e - i);
+    float v;
+    if (i >= n_rot) {
+        v = xh[i];
+    } else if (mode == 2) { // NEOX: pairs (i, i + half)
+        int p = i < half ? i : i - half;
+        float c = cs[2 * p], s = cs[2 * p + 1];
+        v = i < half ? xh[i] * c - xh[i + half] * s : xh[i - half] * s + xh[i] * c;
+    } else { // NORM: pairs (2p, 2p+1)
+        int p = i / 2;
+        float c = cs[2 * p], s = cs[2 * p + 1];
+        v = (i & 1) ? xh[i - 1] * s + xh[i] * c : xh[i] * c - xh[i + 1] * s;
+    }
+    y[e] = v;
+    if (cache) {
+        if (kv_f16)
+            ((u16 *)cache)[row * ne + e] = f2h(v);
+        else
+            ((float *)cache)[row * ne + e] = v;
     }
 }
 
 // RoPE of q and (optionally) k with the K-cache write, and (optionally) the V-cache write, for
 // token blockIdx.x at position pos[0] + t: RoPE fused with the KV write, one launch per layer.
+// The token's elements (q, then k, then v) are spread over gridDim.y blocks, one per thread.
 // Angles as the CPU backend (and ggml) make them: theta_i = pos * ts^i by repeated float
-// multiplication (one thread, cheap), then sin/cos of every angle in parallel.
-// dynamic shared: n_rot/2 * 3 floats. block 256.
+// multiplication (one thread, cheap), then sin/cos of every angle in parallel; each block
+// makes its own.
+// dynamic shared: n_rot/2 * 3 floats. block 256, grid (tokens, ceil((neq + nek + nev) / 256)).
 extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcache,
                                 const float *xk, float *yk, int nek, void *kcache,
                                 const float *xv, void *vcache, int nev, const int *pos, int hd,
@@ -137,19 +136,26 @@ extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcach
         cs[2 * i + 1] = sinf(th[i]);
     }
     __syncthreads();
-    rope_row(xq + (long long)t * neq, yq + (long long)t * neq, neq, hd, n_rot, mode, cs, qcache,
-             row, kv_f16);
-    if (xk)
-        rope_row(xk + (long long)t * nek, yk + (long long)t * nek, nek, hd, n_rot, mode, cs,
-                 kcache, row, kv_f16);
-    if (xv)
-        for (int e = threadIdx.x; e < nev; e += blockDim.x) {
-            float v = xv[(long long)t * nev + e];
-            if (kv_f16)
-                ((u16 *)vcache)[row * nev + e] = f2h(v);
-            else
-                ((float *)vcache)[row * nev + e] = v;
-        }
+    int e = blockIdx.y * blockDim.x + threadIdx.x;
+    if (e < neq) {
+        rope_elem(xq + (long long)t * neq, yq + (long long)t * neq, e, neq, hd, n_rot, mode, cs,
+                  qcache, row, kv_f16);
+        return;
+    }
+    e -= neq;
+    if (xk && e < nek) {
+        rope_elem(xk + (long long)t * nek, yk + (long long)t * nek, e, nek, hd, n_rot, mode, cs,
+                  kcache, row, kv_f16);
+        return;
+    }
+    e -= xk ? nek : 0;
+    if (xv && e < nev) {
+        float v = xv[(long long)t * nev + e];
+        if (kv_f16)
+            ((u16 *)vcache)[row * nev + e] = f2h(v);
+        else
+            ((float *)vcache)[row * nev + e] = v;
+    }
 }
 
 // cache rows pos0 .. pos0+n_tok-1 = x; grid-stride over n_tok*w
@@ -171,7 +177,8 @@ extern "C" __global__ void kv_store(const float *x, void *cache, const int *pos,
 // Causal attention over the cache, one block per (query token, head, sequence split).
 // With splits > 1, each block covers a slice of the rows and writes its partial (max, sum,
 // unnormalised output) to part[]; attn_merge combines them.
-// dynamic shared: (slice + hd) floats. block 128.
+// dynamic shared: (slice + hd) floats, and 2048 more (rounded slice) for an F16 cache with hd
+// a multiple of 16 up to 128. block 128.
 extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, float *O,
                                 const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
                                 int splits, float *part)
@@ -235,6 +242,54 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     }
     sum = block_sum_d(sum, redd);
     float inv = splits == 1 ? (float)(1.0 / sum) : 1.0f;
+    if (kv_f16 && hd % 16 == 0 && hd <= 128 && blockDim.x == 128) {
+        // output, F16 cache: thread = (row group, 16 columns); each reads its rows' 32-byte
+        // pieces (two rows at a time), then the row groups' sums are added in shared memory
+        // (red2: 2048 floats after the scores)
+        const int ncg = hd / 16, nrg = 128 / ncg, cg = threadIdx.x % ncg, rg = threadIdx.x / ncg;
+        float o[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            o[i] = 0.0f;
+        const u16 *vb = (const u16 *)Vc + kvh * hd + cg * 16;
+        for (int j = j0 + rg; j < j1; j += 2 * nrg) {
+            int j2 = j + nrg < j1 ? j + nrg : -1;
+            uint4 a0 = *(const uint4 *)(vb + (long long)j * kvw), a1 = *(const uint4 *)(vb + (long long)j * kvw + 8);
+            uint4 c0 = make_uint4(0, 0, 0, 0), c1 = c0;
+            if (j2 >= 0) {
+                c0 = *(const uint4 *)(vb + (long long)j2 * kvw);
+                c1 = *(const uint4 *)(vb + (long long)j2 * kvw + 8);
+            }
+            float pa = sc[j - j0] * inv, pb = j2 >= 0 ? sc[j2 - j0] * inv : 0.0f;
+            if (splits == 1) {
+                pa = round_h(pa);
+                pb = round_h(pb);
+            }
+            float va[16], vc[16];
+            half8(T_F16, a0, va);
+            half8(T_F16, a1, va + 8);
+            half8(T_F16, c0, vc);
+            half8(T_F16, c1, vc + 8);
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                o[i] += pa * va[i] + pb * vc[i];
+        }
+        float *red2 = sc + ((j1 - j0 + 3) & ~3);
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            red2[rg * hd + cg * 16 + i] = o[i];
+        __syncthreads();
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float v = 0.0f;
+            for (int r = 0; r < nrg; r++)
+                v += red2[r * hd + d];
+            if (splits == 1)
+                O[((long long)t * nh + h) * hd + d] = v;
+            else
+                part[(((long long)t * nh + h) * splits + sp) * (hd + 2) + 2 + d] = v;
+        }
+    } else {
     // output: a thread per element, 8 cache rows' values loaded before they are used
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float o = 0;
@@ -266,6 +321,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             O[((long long)t * nh + h) * hd + d] = o;
         else
             part[(((long long)t * nh + h) * splits + sp) * (hd + 2) + 2 + d] = o;
+    }
     }
     if (splits > 1 && threadIdx.x == 0) {
         float *pp = part + (((long long)t * nh + h) * splits + sp) * (hd + 2);
