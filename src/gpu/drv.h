@@ -131,6 +131,12 @@ brasa_status drv_sym(void *lib, void *slot, const char *libname, const char *n1,
 
 /* Loads only the run-time compiler (for compile checks on machines without a GPU). */
 brasa_status drv_load_nvrtc(struct drv *d, struct brasa_err *err);
+/* The common end of drv_load and drv_load_hip: with the driver library h opened and its
+ * symbols in d, loads the run-time compiler (load_rtc), initialises the driver and checks that
+ * it sees a GPU (none: the error no_gpu). On failure nothing stays loaded. */
+brasa_status drv_finish(struct drv *d, void *h,
+                        brasa_status (*load_rtc)(struct drv *, struct brasa_err *),
+                        const char *no_gpu, struct brasa_err *err);
 /* Loads the driver and the compiler; BRASA_EDEVICE with a plain message if either is absent. */
 brasa_status drv_load(struct drv *d, struct brasa_err *err);
 void drv_unload(struct drv *d);

@@ -120,8 +120,16 @@ brasa_status drv_load(struct drv *d, struct brasa_err *err)
         dlclose(h);
         return st;
     }
+    return drv_finish(d, h, drv_load_nvrtc, "the NVIDIA driver sees no GPU", err);
+}
+
+brasa_status drv_finish(struct drv *d, void *h,
+                        brasa_status (*load_rtc)(struct drv *, struct brasa_err *),
+                        const char *no_gpu, struct brasa_err *err)
+{
     d->lib_cuda = h;
-    if ((st = drv_load_nvrtc(d, err)) != BRASA_OK) {
+    brasa_status st = load_rtc(d, err);
+    if (st != BRASA_OK) {
         dlclose(h);
         d->lib_cuda = NULL;
         return st;
@@ -133,7 +141,7 @@ brasa_status drv_load(struct drv *d, struct brasa_err *err)
     }
     if (n < 1) {
         drv_unload(d);
-        return brasa_fail(err, BRASA_EDEVICE, "the NVIDIA driver sees no GPU");
+        return brasa_fail(err, BRASA_EDEVICE, "%s", no_gpu);
     }
     return BRASA_OK;
 }

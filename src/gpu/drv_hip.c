@@ -209,22 +209,7 @@ brasa_status drv_load_hip(struct drv *d, struct brasa_err *err)
         plat_dlclose(h);
         return st;
     }
-    d->lib_cuda = h;
-    if ((st = drv_load_hiprtc(d, err)) != BRASA_OK) {
-        plat_dlclose(h);
-        d->lib_cuda = NULL;
-        return st;
-    }
-    int n = 0;
-    if ((st = DRV_CALL(d, err, cuInit, 0)) || (st = DRV_CALL(d, err, cuDeviceGetCount, &n))) {
-        drv_unload(d);
-        return st;
-    }
-    if (n < 1) {
-        drv_unload(d);
-        return brasa_fail(err, BRASA_EDEVICE, "the HIP runtime sees no AMD GPU");
-    }
-    return BRASA_OK;
+    return drv_finish(d, h, drv_load_hiprtc, "the HIP runtime sees no AMD GPU", err);
 }
 
 brasa_status drv_open(struct drv *d, const char *which, struct brasa_err *err)
