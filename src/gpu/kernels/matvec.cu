@@ -262,27 +262,22 @@ matvec(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd
     }
 #else
     wpick pk = pick_weight(row, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
-    const u8 *W = pk.W;
-    float *y = pk.y;
-    const float *bias = pk.bias;
-    int nrows = pk.rows;
-    bool active = pk.active;
-    if (!active)
+    if (!pk.active)
         return;
     float acc[NC];
 #pragma unroll
     for (int c = 0; c < NC; c++)
         acc[c] = 0.0f;
-    row_dot(W, (i64)nrows * (k / qblock_elems(QT)), row, row_bytes, xa, xd, k, c0, ncols,
-                lane, acc);
+    row_dot(pk.W, (i64)pk.rows * (k / qblock_elems(QT)), row, row_bytes, xa, xd, k, c0, ncols,
+            lane, acc);
 #pragma unroll
     for (int c = 0; c < NC; c++) {
         float v = warp_sum(acc[c]);
         if (lane == 0 && c0 + c < ncols) {
-            if (bias)
-                v += bias[row];
-            i64 o = (i64)(c0 + c) * nrows + row;
-            y[o] = res ? res[o] + v * rscale : v;
+            if (pk.bias)
+                v += pk.bias[row];
+            i64 o = (i64)(c0 + c) * pk.rows + row;
+            pk.y[o] = res ? res[o] + v * rscale : v;
         }
     }
 #endif

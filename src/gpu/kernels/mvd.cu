@@ -359,24 +359,14 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     for (int j = 0; j < NR; j++)
         acc[j] = 0.0f;
 #if GLU
-    bool active = row < r0;
-    i64 N = (i64)r0 * (QUANT ? k / BE : k);
-    const u8 *W = W0;
-    float *y = y0;
-    const float *bias = b0;
-    int nrows = r0;
+    wpick pk = {W0, y0, b0, r0, row < r0}; // gate rows (the up rows: W1, b1)
     (void)W2, (void)y1, (void)y2, (void)b2, (void)r1, (void)r2;
 #else
     wpick pk = pick_weight(row, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
-    const u8 *W = pk.W;
-    float *y = pk.y;
-    const float *bias = pk.bias;
-    int nrows = pk.rows;
-    bool active = pk.active;
-    i64 N = (i64)nrows * (QUANT ? k / BE : k);
 #endif
-    if (active)
-        rows_dot(W, W1, N, row, nrows - 1, k, sl, xa, xd, xs, acc);
+    i64 N = (i64)pk.rows * (QUANT ? k / BE : k);
+    if (pk.active)
+        rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, xs, acc);
     pdl_wait(); // (for lanes with no piece; returns at once for the others)
     pdl_launch();
 #pragma unroll
@@ -398,7 +388,7 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
             acc[j] = v;
         }
     }
-    if (!active || lane >= NOUT || row + lane >= nrows)
+    if (!pk.active || lane >= NOUT || row + lane >= pk.rows)
         return;
     // lane j < NOUT writes output row row + j (acc indexed with a constant: no local memory)
     float v = 0.0f, u = 0.0f;
@@ -416,12 +406,12 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
         v += b0[r];
     if (b1)
         u += b1[r];
-    y[r] = silu_f(v) * u;
-    (void)bias, (void)res, (void)rscale;
+    pk.y[r] = silu_f(v) * u;
+    (void)res, (void)rscale;
 #else
     (void)u;
-    if (bias)
-        v += bias[r];
-    y[r] = res ? res[r] + v * rscale : v;
+    if (pk.bias)
+        v += pk.bias[r];
+    pk.y[r] = res ? res[r] + v * rscale : v;
 #endif
 }
