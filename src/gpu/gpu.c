@@ -966,9 +966,22 @@ static brasa_status plan_node(struct pb *b, int i)
                 (st = dev_of(b, gr->nodes[kst].in[1], &kc)) || (st = dev_of(b, vn->in[0], &xv)) ||
                 (st = dev_of(b, vn->in[1], &vc)))
                 return st;
+            /* the roped k goes to the cache; its tensor is written only if something other
+             * than the cache store reads it */
+            bool kread = gr->out == kr;
+            for (int u = 0; u < gr->n && !kread; u++)
+                for (int j = 0; j < GRAPH_MAX_IN && u != kst; j++)
+                    kread |= gr->nodes[u].in[j] == kr;
+            if (!kread)
+                yk = 0;
         }
+        /* a token's elements spread over blocks of 256, unless k's output overlaps q's input
+         * (the arena reuses q's buffer after this node): then one block per token, q first */
         long nel = n->ne[0] + (xk ? nek : 0) + (xv ? nev : 0); /* elements per token */
-        if ((l = L(b, K_ROPE, NULL, NULL, i, (unsigned)T, (unsigned)((nel + 255) / 256), 1, 256,
+        size_t qb = (size_t)T * (size_t)n->ne[0] * 4, kb = (size_t)T * (size_t)nek * 4;
+        bool ovl = yk && yk < in[0] + qb && in[0] < yk + kb;
+        unsigned nby = ovl ? 1u : (unsigned)((nel + 255) / 256);
+        if ((l = L(b, K_ROPE, NULL, NULL, i, (unsigned)T, nby, 1, 256,
                    (unsigned)(n_rot / 2 * 3 * sizeof(float))))) {
             ap(l, in[0]);
             ap(l, out);

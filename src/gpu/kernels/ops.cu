@@ -76,8 +76,18 @@ extern "C" __global__ void view(const float *a, float *o, long long n, int off, 
     }
 }
 
+// Element i of a KV cache (F16 or F32) = v
+__device__ __forceinline__ void store_row(void *cache, long long i, float v, int kv_f16)
+{
+    if (kv_f16)
+        ((u16 *)cache)[i] = f2h(v);
+    else
+        ((float *)cache)[i] = v;
+}
+
 // Rotary embedding of element e of a tensor row x -> y (heads of hd); cs = [n_rot/2][cos, sin].
-// If cache is set, the result is also written to element e of cache row `row` (F32 or F16).
+// If cache is set, the result is also written to element e of cache row `row` (F32 or F16);
+// y may be NULL (the cache only).
 __device__ __forceinline__ void rope_elem(const float *x, float *y, int e, int ne, int hd,
                                           int n_rot, int mode, const float *cs, void *cache,
                                           long long row, int kv_f16)
@@ -96,22 +106,21 @@ __device__ __forceinline__ void rope_elem(const float *x, float *y, int e, int n
         float c = cs[2 * p], s = cs[2 * p + 1];
         v = (i & 1) ? xh[i - 1] * s + xh[i] * c : xh[i] * c - xh[i + 1] * s;
     }
-    y[e] = v;
-    if (cache) {
-        if (kv_f16)
-            ((u16 *)cache)[row * ne + e] = f2h(v);
-        else
-            ((float *)cache)[row * ne + e] = v;
-    }
+    if (y)
+        y[e] = v;
+    if (cache)
+        store_row(cache, row * ne + e, v, kv_f16);
 }
 
-// RoPE of q and (optionally) k with the K-cache write, and (optionally) the V-cache write, for
+// RoPE of q and (optionally) k with the K-cache write (yk NULL: the cache only), and
+// (optionally) the V-cache write, for
 // token blockIdx.x at position pos[0] + t: RoPE fused with the KV write, one launch per layer.
 // The token's elements (q, then k, then v) are spread over gridDim.y blocks, one per thread.
 // Angles as the CPU backend (and ggml) make them: theta_i = pos * ts^i by repeated float
 // multiplication (one thread, cheap), then sin/cos of every angle in parallel; each block
 // makes its own.
-// dynamic shared: n_rot/2 * 3 floats. block 256, grid (tokens, ceil((neq + nek + nev) / 256)).
+// dynamic shared: n_rot/2 * 3 floats. block 256, grid (tokens, 1 or ceil((neq + nek + nev) /
+// 256)).
 extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcache,
                                 const float *xk, float *yk, int nek, void *kcache,
                                 const float *xv, void *vcache, int nev, const int *pos, int hd,
@@ -136,26 +145,34 @@ extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcach
         cs[2 * i + 1] = sinf(th[i]);
     }
     __syncthreads();
-    int e = blockIdx.y * blockDim.x + threadIdx.x;
+    const float *xqt = xq + (long long)t * neq, *xkt = xk + (long long)t * nek;
+    float *yqt = yq + (long long)t * neq, *ykt = yk ? yk + (long long)t * nek : nullptr;
+    if (gridDim.y == 1) {
+        // one block per token: q first, then k and v. k's output may lie where q's input was
+        // (the arena gives q's buffer away once the q rope, its last reader, has run), hence
+        // the barrier; the host spreads the token over blocks only where they do not overlap.
+        for (int e = threadIdx.x; e < neq; e += blockDim.x)
+            rope_elem(xqt, yqt, e, neq, hd, n_rot, mode, cs, qcache, row, kv_f16);
+        __syncthreads();
+        for (int e = threadIdx.x; xk && e < nek; e += blockDim.x)
+            rope_elem(xkt, ykt, e, nek, hd, n_rot, mode, cs, kcache, row, kv_f16);
+        for (int e = threadIdx.x; xv && e < nev; e += blockDim.x)
+            store_row(vcache, row * nev + e, xv[(long long)t * nev + e], kv_f16);
+        return;
+    }
+    int e = blockIdx.y * blockDim.x + threadIdx.x; // of q, then k, then v
     if (e < neq) {
-        rope_elem(xq + (long long)t * neq, yq + (long long)t * neq, e, neq, hd, n_rot, mode, cs,
-                  qcache, row, kv_f16);
+        rope_elem(xqt, yqt, e, neq, hd, n_rot, mode, cs, qcache, row, kv_f16);
         return;
     }
     e -= neq;
     if (xk && e < nek) {
-        rope_elem(xk + (long long)t * nek, yk + (long long)t * nek, e, nek, hd, n_rot, mode, cs,
-                  kcache, row, kv_f16);
+        rope_elem(xkt, ykt, e, nek, hd, n_rot, mode, cs, kcache, row, kv_f16);
         return;
     }
     e -= xk ? nek : 0;
-    if (xv && e < nev) {
-        float v = xv[(long long)t * nev + e];
-        if (kv_f16)
-            ((u16 *)vcache)[row * nev + e] = f2h(v);
-        else
-            ((float *)vcache)[row * nev + e] = v;
-    }
+    if (xv && e < nev)
+        store_row(vcache, row * nev + e, xv[(long long)t * nev + e], kv_f16);
 }
 
 // cache rows pos0 .. pos0+n_tok-1 = x; grid-stride over n_tok*w
