@@ -126,7 +126,8 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
             const u16 *kr = &ks[(n * 8 + g) * LS + 2 * t4];
 #pragma unroll
             for (int kk = 0; kk < KQ; kk++)
-                mma_f16(s[n], qa[kk], *(const u32 *)(kr + kk * 16), *(const u32 *)(kr + kk * 16 + 8));
+                mma_f16(s[n], qa[kk], *(const u32 *)(kr + kk * 16),
+                        *(const u32 *)(kr + kk * 16 + 8));
         }
         // scale, causal mask, running maximum of rows g (r = 0) and g + 8 (r = 1)
         float mt[2] = {-INFINITY, -INFINITY};
@@ -203,6 +204,7 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
         float *orow = O + ((i64)tok * nh + h) * HD;
 #pragma unroll
         for (int n = 0; n < NT; n++)
-            *(float2 *)(orow + n * 8 + 2 * t4) = make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+            *(float2 *)(orow + n * 8 + 2 * t4) =
+                make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     }
 }

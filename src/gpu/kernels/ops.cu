@@ -271,7 +271,8 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         const u16 *vb = (const u16 *)Vc + kvh * hd + cg * 16;
         for (int j = j0 + rg; j < j1; j += 2 * nrg) {
             int j2 = j + nrg < j1 ? j + nrg : -1;
-            uint4 a0 = *(const uint4 *)(vb + (long long)j * kvw), a1 = *(const uint4 *)(vb + (long long)j * kvw + 8);
+            const u16 *va_ = vb + (long long)j * kvw;
+            uint4 a0 = *(const uint4 *)va_, a1 = *(const uint4 *)(va_ + 8);
             uint4 c0 = make_uint4(0, 0, 0, 0), c1 = c0;
             if (j2 >= 0) {
                 c0 = *(const uint4 *)(vb + (long long)j2 * kvw);
