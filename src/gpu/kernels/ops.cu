@@ -195,7 +195,8 @@ extern "C" __global__ void kv_store(const float *x, void *cache, const int *pos,
 // With splits > 1, each block covers a slice of the rows and writes its partial (max, sum,
 // unnormalised output) to part[]; attn_merge combines them.
 // dynamic shared: (slice + hd) floats, and 2048 more (rounded slice) for an F16 cache with hd
-// a multiple of 16 up to 128. block 128.
+// 16, 32, 64 or 128 (the output pass's thread groups of hd / 16 must divide the 128 threads).
+// block 128.
 extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, float *O,
                                 const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
                                 int splits, float *part)
@@ -259,7 +260,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     }
     sum = block_sum_d(sum, redd);
     float inv = splits == 1 ? (float)(1.0 / sum) : 1.0f;
-    if (kv_f16 && hd % 16 == 0 && hd <= 128 && blockDim.x == 128) {
+    if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128) && blockDim.x == 128) {
         // output, F16 cache: thread = (row group, 16 columns); each reads its rows' 32-byte
         // pieces (two rows at a time), then the row groups' sums are added in shared memory
         // (red2: 2048 floats after the scores)
