@@ -562,6 +562,33 @@ AVX2 static inline __m256i kq_mins_x2(__m128i sm)
     return _mm256_cvtepu8_epi16(
         _mm_shuffle_epi8(sm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
 }
+/* Block i of a Q4_K/Q5_K row against nc columns of Q8_K at a (column stride as): the block's
+ * values of sub-blocks (0, 1), (2, 3), (4, 5), (6, 7) in l0, h0, l1, h1 (64 bytes each), their
+ * scales spread per 32 in s0..s3, its mins as kq_mins_x2 gives them; acc[c] += the scaled
+ * products, accm[c] += the min terms. */
+AVX512 static Q_ALWAYS_INLINE void kq_block_cols_avx512(const uint8_t *a, size_t as, int64_t i,
+                                                        int nc, float xd, float xdmin,
+                                                        __m256i mins, __m512i l0, __m512i h0,
+                                                        __m512i l1, __m512i h1, __m512i s0,
+                                                        __m512i s1, __m512i s2, __m512i s3,
+                                                        __m512 *acc, __m256 *accm)
+{
+    for (int c = 0; c < nc; c++) {
+        const block_q8_K *y = (const block_q8_K *)(a + (size_t)c * as) + i;
+        const float d = y->d * xd, dmin = -y->d * xdmin;
+        const __m256i md = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
+        accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(md), accm[c]);
+        const __m512i a0 = _mm512_loadu_si512(y->qs), a1 = _mm512_loadu_si512(y->qs + 64);
+        const __m512i a2 = _mm512_loadu_si512(y->qs + 128), a3 = _mm512_loadu_si512(y->qs + 192);
+        const __m512i p0 = _mm512_madd_epi16(s0, _mm512_maddubs_epi16(l0, _mm512_shuffle_i64x2(a0, a1, 0x44)));
+        const __m512i p1 = _mm512_madd_epi16(s1, _mm512_maddubs_epi16(h0, _mm512_shuffle_i64x2(a0, a1, 0xEE)));
+        const __m512i p2 = _mm512_madd_epi16(s2, _mm512_maddubs_epi16(l1, _mm512_shuffle_i64x2(a2, a3, 0x44)));
+        const __m512i p3 = _mm512_madd_epi16(s3, _mm512_maddubs_epi16(h1, _mm512_shuffle_i64x2(a2, a3, 0xEE)));
+        const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(p0, p1), _mm512_add_epi32(p2, p3));
+        acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
+    }
+}
+
 AVX512 static Q_ALWAYS_INLINE void q4k_dotn_avx512(int64_t n, const block_q4_K *x, const uint8_t *a,
                                                    size_t as, const int nc, float *out, size_t ldo)
 {
@@ -584,20 +611,8 @@ AVX512 static Q_ALWAYS_INLINE void q4k_dotn_avx512(int64_t n, const block_q4_K *
         const __m512i l1 = _mm512_and_si512(w1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(w1, 4), m4);
         const __m512i s0 = _mm512_permutexvar_epi16(i0, sc), s1 = _mm512_permutexvar_epi16(i1, sc);
         const __m512i s2 = _mm512_permutexvar_epi16(i2, sc), s3 = _mm512_permutexvar_epi16(i3, sc);
-        for (int c = 0; c < nc; c++) {
-            const block_q8_K *y = (const block_q8_K *)(a + (size_t)c * as) + i;
-            const float d = y->d * xd, dmin = -y->d * xdmin;
-            const __m256i md = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
-            accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(md), accm[c]);
-            const __m512i a0 = _mm512_loadu_si512(y->qs), a1 = _mm512_loadu_si512(y->qs + 64);
-            const __m512i a2 = _mm512_loadu_si512(y->qs + 128), a3 = _mm512_loadu_si512(y->qs + 192);
-            const __m512i p0 = _mm512_madd_epi16(s0, _mm512_maddubs_epi16(l0, _mm512_shuffle_i64x2(a0, a1, 0x44)));
-            const __m512i p1 = _mm512_madd_epi16(s1, _mm512_maddubs_epi16(h0, _mm512_shuffle_i64x2(a0, a1, 0xEE)));
-            const __m512i p2 = _mm512_madd_epi16(s2, _mm512_maddubs_epi16(l1, _mm512_shuffle_i64x2(a2, a3, 0x44)));
-            const __m512i p3 = _mm512_madd_epi16(s3, _mm512_maddubs_epi16(h1, _mm512_shuffle_i64x2(a2, a3, 0xEE)));
-            const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(p0, p1), _mm512_add_epi32(p2, p3));
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
-        }
+        kq_block_cols_avx512(a, as, i, nc, xd, xdmin, mins, l0, h0, l1, h1, s0, s1, s2, s3, acc,
+                             accm);
     }
     for (int c = 0; c < nc; c++)
         out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]) + hsum8(accm[c]);
@@ -692,20 +707,8 @@ AVX512 static Q_ALWAYS_INLINE void q5k_dotn_avx512(int64_t n, const block_q5_K *
                                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 5), one), 4));
         const __m512i s0 = _mm512_permutexvar_epi16(i0, sc), s1 = _mm512_permutexvar_epi16(i1, sc);
         const __m512i s2 = _mm512_permutexvar_epi16(i2, sc), s3 = _mm512_permutexvar_epi16(i3, sc);
-        for (int c = 0; c < nc; c++) {
-            const block_q8_K *y = (const block_q8_K *)(a + (size_t)c * as) + i;
-            const float d = y->d * xd, dmin = -y->d * xdmin;
-            const __m256i md = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
-            accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(md), accm[c]);
-            const __m512i a0 = _mm512_loadu_si512(y->qs), a1 = _mm512_loadu_si512(y->qs + 64);
-            const __m512i a2 = _mm512_loadu_si512(y->qs + 128), a3 = _mm512_loadu_si512(y->qs + 192);
-            const __m512i p0 = _mm512_madd_epi16(s0, _mm512_maddubs_epi16(l0, _mm512_shuffle_i64x2(a0, a1, 0x44)));
-            const __m512i p1 = _mm512_madd_epi16(s1, _mm512_maddubs_epi16(h0, _mm512_shuffle_i64x2(a0, a1, 0xEE)));
-            const __m512i p2 = _mm512_madd_epi16(s2, _mm512_maddubs_epi16(l1, _mm512_shuffle_i64x2(a2, a3, 0x44)));
-            const __m512i p3 = _mm512_madd_epi16(s3, _mm512_maddubs_epi16(h1, _mm512_shuffle_i64x2(a2, a3, 0xEE)));
-            const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(p0, p1), _mm512_add_epi32(p2, p3));
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
-        }
+        kq_block_cols_avx512(a, as, i, nc, xd, xdmin, mins, l0, h0, l1, h1, s0, s1, s2, s3, acc,
+                             accm);
     }
     for (int c = 0; c < nc; c++)
         out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]) + hsum8(accm[c]);
