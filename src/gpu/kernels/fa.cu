@@ -19,18 +19,6 @@
 #define NT (HD / 8)     // n-tiles of the output
 #define KQ (HD / 16)    // k-steps over the head
 
-__device__ __forceinline__ void mma_f16(float *c, const u32 *a, u32 b0, u32 b1)
-{
-#if !BRASA_HIP
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    (void)c, (void)a, (void)b0, (void)b1;
-#endif
-}
-
 // The shared-memory address of a generic pointer into shared memory
 __device__ __forceinline__ unsigned smem_addr(const void *p)
 {
@@ -126,7 +114,7 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
             const u16 *kr = &ks[(n * 8 + g) * LS + 2 * t4];
 #pragma unroll
             for (int kk = 0; kk < KQ; kk++)
-                mma_f16(s[n], qa[kk], *(const u32 *)(kr + kk * 16),
+                mma_16816<0>(s[n], qa[kk], *(const u32 *)(kr + kk * 16),
                         *(const u32 *)(kr + kk * 16 + 8));
         }
         // scale, causal mask, running maximum of rows g (r = 0) and g + 8 (r = 1)
@@ -183,8 +171,8 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
             for (int n = 0; n < NT; n += 2) {
                 u32 b[4];
                 ldsm_x4_t(b, &vs[(kk * 16 + rr + 8 * (mi & 1)) * LS + n * 8 + 8 * (mi >> 1)]);
-                mma_f16(o[n], pa, b[0], b[1]);
-                mma_f16(o[n + 1], pa, b[2], b[3]);
+                mma_16816<0>(o[n], pa, b[0], b[1]);
+                mma_16816<0>(o[n + 1], pa, b[2], b[3]);
             }
         }
 #pragma unroll

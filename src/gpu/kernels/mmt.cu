@@ -52,23 +52,6 @@ __device__ __forceinline__ void zero_tiles(float (*a)[2][4][4])
                     a[g][i][j][c] = 0.0f;
 }
 
-__device__ __forceinline__ void mma16816(float *c, const u32 *a, const u32 *b)
-{
-#if !BRASA_HIP && QT == T_BF16
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#elif !BRASA_HIP
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-    (void)c, (void)a, (void)b;
-#endif
-}
-
 #if QACT
 // ---- quantized weights: int8 tiles, integer tensor-core products --------------------------
 // The weight tile holds the integer weight values (Q4_0: q - 8; Q4_K: q; Q5_K: q with its
@@ -77,6 +60,7 @@ __device__ __forceinline__ void mma16816(float *c, const u32 *a, const u32 *b)
 // integer product, then scaled by the weight row's and the token's scales less the min term.
 #define LQ 80 // shared row stride in bytes (64 + 16: a warp's fragment loads hit 32 banks)
 #define SB (QT == T_Q6_K ? 16 : 32) // elements per weight scale
+#define KMIN (QT == T_Q4_K || QT == T_Q5_K) // a min term per 32 (the K formats with mins)
 #define NSB (KT / SB)               // weight scales per row and step
 
 // Elements [e0, e0 + 32) of row r of W (N blocks in all) as 32 int8 in o[8] (e0 % 32 == 0),
@@ -84,7 +68,8 @@ __device__ __forceinline__ void mma16816(float *c, const u32 *a, const u32 *b)
 __device__ __forceinline__ void deq32i(const u8 *W, i64 N, int r, int k, int e0, u32 *o,
                                        float *sw, float *mw)
 {
-    const u32 m4 = 0x0F0F0F0Fu;
+    const u32 m4 = 0x0F0F0F0Fu; // (Q8_0 needs no nibble mask)
+    (void)m4;
     mw[0] = mw[1] = 0.0f;
 #if QT == T_Q8_0 || QT == T_Q4_0
     qblk b = qblock(QT, W, N, (i64)r * (k / 32) + e0 / 32);
@@ -174,8 +159,10 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 {
     __shared__ __align__(16) u8 ws[NWT][BM * LQ];
     __shared__ __align__(16) u8 xs[BN * LQ];
-    __shared__ float wsw[NWT][BM][NSB], wmw[NWT][BM][KT / 32];
-    __shared__ float sd[BN][KT / 32], sa[BN][KT / 32];
+    __shared__ float wsw[NWT][BM][NSB], sd[BN][KT / 32];
+#if KMIN // the weight rows' mins, the tokens' scaled sums
+    __shared__ float wmw[NWT][BM][KT / 32], sa[BN][KT / 32];
+#endif
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32; // the warp's rows and tokens
     const int lr = tid >> 1, lh = (tid & 1) * 32;          // this thread's load row and half
@@ -197,7 +184,9 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #else
                 wsw[g][lr][lh / 32] = sw[0];
 #endif
+#if KMIN
                 wmw[g][lr][lh / 32] = mw[0];
+#endif
             }
         }
         { // activation tile: token lr, elements kk + lh .. +32 (zeros past the last token)
@@ -209,15 +198,16 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
                 dst[1] = src[1];
                 float dx = xd[(i64)t * (k / 32) + (kk + lh) / 32];
                 sd[lr][lh / 32] = dx;
-#if QT == T_Q4_K || QT == T_Q5_K
+#if KMIN
                 const int *s16 = xsum + (i64)t * (k / 16) + (kk + lh) / 16;
                 sa[lr][lh / 32] = dx * (float)(s16[0] + s16[1]);
-#else
-                sa[lr][lh / 32] = 0.0f;
 #endif
             } else {
                 dst[0] = dst[1] = make_uint4(0, 0, 0, 0);
-                sd[lr][lh / 32] = sa[lr][lh / 32] = 0.0f;
+                sd[lr][lh / 32] = 0.0f;
+#if KMIN
+                sa[lr][lh / 32] = 0.0f;
+#endif
             }
         }
         __syncthreads();
@@ -243,7 +233,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
                     for (int h = 0; h < 32 / SB; h++) { // Q6_K: the two halves' scales
                         const int sb = (ks + SB * h) / SB;
                         const float sa0 = wsw[g][rr][sb], sb8 = wsw[g][rr + 8][sb];
-#if QT == T_Q4_K || QT == T_Q5_K
+#if KMIN
                         const float ma = wmw[g][rr][q32], mb = wmw[g][rr + 8][q32];
 #endif
 #pragma unroll
@@ -262,7 +252,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
                             a[1] += (float)c[1] * (sa0 * x1);
                             a[2] += (float)c[2] * (sb8 * x0);
                             a[3] += (float)c[3] * (sb8 * x1);
-#if QT == T_Q4_K || QT == T_Q5_K
+#if KMIN
                             const float m0 = sa[tc][q32], m1 = sa[tc + 1][q32];
                             a[0] -= ma * m0;
                             a[1] -= ma * m1;
@@ -275,7 +265,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         }
         __syncthreads();
     }
-    (void)N, (void)xf, (void)xq, (void)xd, (void)xsum, (void)lane;
+    (void)xf, (void)xsum; // (xsum: the K formats' min terms only)
 }
 
 #else
@@ -348,12 +338,12 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
                                  *(const u32 *)(wp + 8), *(const u32 *)(wp + 8 * LD + 8)};
 #pragma unroll
                     for (int j = 0; j < 4; j++)
-                        mma16816(acc[g][i][j], af, bf[j]);
+                        mma_16816<QT == T_BF16>(acc[g][i][j], af, bf[j][0], bf[j][1]);
                 }
         }
         __syncthreads();
     }
-    (void)N, (void)xf, (void)xq, (void)xd, (void)xsum, (void)lane;
+    (void)N, (void)xq, (void)xd, (void)xsum;
 }
 
 #endif

@@ -117,6 +117,28 @@ __device__ __forceinline__ int pack16(int a, int b)
 #endif
 }
 
+// Tensor cores (sm_80 and newer): D += A B over a 16 x 8 x 16 tile, F16 (BF = 0) or BF16
+// (BF = 1) inputs, F32 accumulate; a: 4 registers of the A fragment, b0, b1 the B fragment.
+// AMD: nothing (the kernels that use it are not chosen there).
+template <int BF> __device__ __forceinline__ void mma_16816(float *c, const unsigned *a,
+                                                            unsigned b0, unsigned b1)
+{
+#if !BRASA_HIP
+    if (BF)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a, (void)b0, (void)b1;
+#endif
+}
+
 // Byte-wise a - b (mod 256 in each of the four bytes). NVIDIA: one vsub4. AMD: the SWAR
 // identity (borrows kept inside each byte by the top bits).
 __device__ __forceinline__ unsigned vsub4(unsigned a, unsigned b)
