@@ -5,8 +5,8 @@
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
 # Qwen2.5 files made here with `brasa synth`, with per-kernel profiles, load times and the
-# prompt attention kernels' logits against the CPU backend (heads of 128). Logs go to $OUT (or /tmp/gpu_check); a short
-# table is printed last.
+# prompt attention kernels' logits against the CPU backend (heads of 128). Logs go to $OUT
+# (or /tmp/gpu_check); a short table is printed last.
 set -u
 mode=${1:-quick}
 out=${OUT:-/tmp/gpu_check}

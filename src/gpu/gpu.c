@@ -970,8 +970,8 @@ static brasa_status plan_node(struct pb *b, int i)
              * than the cache store reads it */
             bool kread = gr->out == kr;
             for (int u = 0; u < gr->n && !kread; u++)
-                for (int j = 0; j < GRAPH_MAX_IN && u != kst; j++)
-                    kread |= gr->nodes[u].in[j] == kr;
+                for (int j = 0; j < GRAPH_MAX_IN; j++)
+                    kread |= u != kst && gr->nodes[u].in[j] == kr;
             if (!kread)
                 yk = 0;
         }

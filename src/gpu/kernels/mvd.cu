@@ -1,10 +1,10 @@
 // mvd.cu: the decode matrix-vector product y = W x (one column), built to run at the memory
 // bandwidth. The weight is planar (gpu/layout.h): a row's quantized values (the raw values for
 // F32/F16/BF16) are consecutive bytes, cut here into 16-byte pieces. A group of 32 x KS lanes
-// (KS warps) takes NR weight rows together: lane sl reads pieces sl,
-// sl + 32 KS, ... of each of the NR rows, so every load instruction of a warp reads 512
-// consecutive bytes of one row, the activation a piece needs is read once for NR rows, and
-// U x NR pieces are in flight per lane before the first is used. Piece t of a row covers 32
+// (KS warps) takes NR weight rows together: lane sl reads pieces sl, sl + 32 KS, ... of each
+// of the NR rows, so every load instruction of a warp reads 512 consecutive bytes of one row,
+// the activation a piece needs is read once for NR rows, and U x NR pieces are in flight per
+// lane before the first is used. Piece t of a row covers 32
 // elements (Q4_0, Q4_K, Q5_K, Q6_K: two runs of 16), 16 (Q8_0), 8 (F16, BF16) or 4 (F32).
 // The activation is converted as for matvec.cu (quant_act): int8 with a scale per 32 and, for
 // the K formats, the sum of each 16 (xs) so the min term costs no extra dot products.

@@ -77,7 +77,7 @@ extern "C" __global__ void view(const float *a, float *o, long long n, int off, 
 }
 
 // Element i of a KV cache (F16 or F32) = v
-__device__ __forceinline__ void store_row(void *cache, long long i, float v, int kv_f16)
+__device__ __forceinline__ void cache_put(void *cache, long long i, float v, int kv_f16)
 {
     if (kv_f16)
         ((u16 *)cache)[i] = f2h(v);
@@ -109,12 +109,12 @@ __device__ __forceinline__ void rope_elem(const float *x, float *y, int e, int n
     if (y)
         y[e] = v;
     if (cache)
-        store_row(cache, row * ne + e, v, kv_f16);
+        cache_put(cache, row * ne + e, v, kv_f16);
 }
 
 // RoPE of q and (optionally) k with the K-cache write (yk NULL: the cache only), and
-// (optionally) the V-cache write, for
-// token blockIdx.x at position pos[0] + t: RoPE fused with the KV write, one launch per layer.
+// (optionally) the V-cache write, for token blockIdx.x at position pos[0] + t: RoPE fused with
+// the KV write, one launch per layer.
 // The token's elements (q, then k, then v) are spread over gridDim.y blocks, one per thread.
 // Angles as the CPU backend (and ggml) make them: theta_i = pos * ts^i by repeated float
 // multiplication (one thread, cheap), then sin/cos of every angle in parallel; each block
@@ -157,7 +157,7 @@ extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcach
         for (int e = threadIdx.x; xk && e < nek; e += blockDim.x)
             rope_elem(xkt, ykt, e, nek, hd, n_rot, mode, cs, kcache, row, kv_f16);
         for (int e = threadIdx.x; xv && e < nev; e += blockDim.x)
-            store_row(vcache, row * nev + e, xv[(long long)t * nev + e], kv_f16);
+            cache_put(vcache, row * nev + e, xv[(long long)t * nev + e], kv_f16);
         return;
     }
     int e = blockIdx.y * blockDim.x + threadIdx.x; // of q, then k, then v
@@ -172,7 +172,7 @@ extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcach
     }
     e -= xk ? nek : 0;
     if (xv && e < nev)
-        store_row(vcache, row * nev + e, xv[(long long)t * nev + e], kv_f16);
+        cache_put(vcache, row * nev + e, xv[(long long)t * nev + e], kv_f16);
 }
 
 // cache rows pos0 .. pos0+n_tok-1 = x; grid-stride over n_tok*w
@@ -184,10 +184,7 @@ extern "C" __global__ void kv_store(const float *x, void *cache, const int *pos,
     long long base = (long long)pos[0] * w;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
-        if (kv_f16)
-            ((u16 *)cache)[base + i] = f2h(x[i]);
-        else
-            ((float *)cache)[base + i] = x[i];
+        cache_put(cache, base + i, x[i], kv_f16);
     }
 }
 
@@ -260,6 +257,9 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     }
     sum = block_sum_d(sum, redd);
     float inv = splits == 1 ? (float)(1.0 / sum) : 1.0f;
+    // this block's output: the head's row of O, or (splits > 1) its partial after (max, sum)
+    float *orow = splits == 1 ? O + ((long long)t * nh + h) * hd
+                              : part + (((long long)t * nh + h) * splits + sp) * (hd + 2) + 2;
     if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128) && blockDim.x == 128) {
         // output, F16 cache: thread = (row group, 16 columns); each reads its rows' 32-byte
         // pieces (two rows at a time), then the row groups' sums are added in shared memory
@@ -272,12 +272,13 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         const u16 *vb = (const u16 *)Vc + kvh * hd + cg * 16;
         for (int j = j0 + rg; j < j1; j += 2 * nrg) {
             int j2 = j + nrg < j1 ? j + nrg : -1;
-            const u16 *va_ = vb + (long long)j * kvw;
-            uint4 a0 = *(const uint4 *)va_, a1 = *(const uint4 *)(va_ + 8);
+            const u16 *ra = vb + (long long)j * kvw;
+            uint4 a0 = *(const uint4 *)ra, a1 = *(const uint4 *)(ra + 8);
             uint4 c0 = make_uint4(0, 0, 0, 0), c1 = c0;
             if (j2 >= 0) {
-                c0 = *(const uint4 *)(vb + (long long)j2 * kvw);
-                c1 = *(const uint4 *)(vb + (long long)j2 * kvw + 8);
+                const u16 *rb = vb + (long long)j2 * kvw;
+                c0 = *(const uint4 *)rb;
+                c1 = *(const uint4 *)(rb + 8);
             }
             float pa = sc[j - j0] * inv, pb = j2 >= 0 ? sc[j2 - j0] * inv : 0.0f;
             if (splits == 1) {
@@ -303,49 +304,43 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             float v = 0.0f;
             for (int r = 0; r < nrg; r++)
                 v += red2[r * hd + d];
-            if (splits == 1)
-                O[((long long)t * nh + h) * hd + d] = v;
-            else
-                part[(((long long)t * nh + h) * splits + sp) * (hd + 2) + 2 + d] = v;
+            orow[d] = v;
         }
     } else {
-    // output: a thread per element, 8 cache rows' values loaded before they are used
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float o = 0;
-        int j = j0;
-        for (; j + 8 <= j1; j += 8) {
-            float v[8];
+        // output: a thread per element, 8 cache rows' values loaded before they are used
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float o = 0;
+            int j = j0;
+            for (; j + 8 <= j1; j += 8) {
+                float v[8];
 #pragma unroll
-            for (int u = 0; u < 8; u++)
-                v[u] = kv_f16 ? h2f(((const u16 *)Vc)[(long long)(j + u) * kvw + kvh * hd + d])
-                              : ((const float *)Vc)[(long long)(j + u) * kvw + kvh * hd + d];
+                for (int u = 0; u < 8; u++) {
+                    long long iv = (long long)(j + u) * kvw + kvh * hd + d;
+                    v[u] = kv_f16 ? h2f(((const u16 *)Vc)[iv]) : ((const float *)Vc)[iv];
+                }
 #pragma unroll
-            for (int u = 0; u < 8; u++) {
-                float p = sc[j + u - j0] * inv;
-                if (kv_f16 && splits == 1)
-                    p = round_h(p);
-                o += p * v[u];
+                for (int u = 0; u < 8; u++) {
+                    float p = sc[j + u - j0] * inv;
+                    if (kv_f16 && splits == 1)
+                        p = round_h(p);
+                    o += p * v[u];
+                }
             }
-        }
-        for (; j < j1; j++) {
-            float p = sc[j - j0] * inv;
-            if (kv_f16) {
-                p = splits == 1 ? round_h(p) : p;
-                o += p * h2f(((const u16 *)Vc)[(long long)j * kvw + kvh * hd + d]);
-            } else {
-                o += p * ((const float *)Vc)[(long long)j * kvw + kvh * hd + d];
+            for (; j < j1; j++) {
+                float p = sc[j - j0] * inv;
+                if (kv_f16) {
+                    p = splits == 1 ? round_h(p) : p;
+                    o += p * h2f(((const u16 *)Vc)[(long long)j * kvw + kvh * hd + d]);
+                } else {
+                    o += p * ((const float *)Vc)[(long long)j * kvw + kvh * hd + d];
+                }
             }
+            orow[d] = o;
         }
-        if (splits == 1)
-            O[((long long)t * nh + h) * hd + d] = o;
-        else
-            part[(((long long)t * nh + h) * splits + sp) * (hd + 2) + 2 + d] = o;
-    }
     }
     if (splits > 1 && threadIdx.x == 0) {
-        float *pp = part + (((long long)t * nh + h) * splits + sp) * (hd + 2);
-        pp[0] = j1 > j0 ? mx : -INFINITY;
-        pp[1] = (float)sum;
+        orow[-2] = j1 > j0 ? mx : -INFINITY;
+        orow[-1] = (float)sum;
     }
 }
 
