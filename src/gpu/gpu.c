@@ -824,7 +824,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         for (int j = 0; j < (glu ? 1 : nm); j++)
             tiles += (unsigned)((r[j] + 63) / 64);
         if (!(l = L(b, -1, mv->fn, glu ? "mmt_glu" : nm > 1 ? "mmt_multi" : "mmt", dst,
-                    (unsigned)((T + 63) / 64), tiles, 1, 128, 0)))
+                    (unsigned)((T + 63) / 64), tiles, 1, 256, 0)))
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);

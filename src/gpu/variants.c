@@ -60,10 +60,16 @@ int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap)
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
-    if (!known || cap < 1 || wtype == GGML_TYPE_F32) /* F32 products stay in F32 */
+    if (!known || wtype == GGML_TYPE_F32) /* F32 products stay in F32 */
         return 0;
-    out[0] = (struct gpu_variant){"mmt.cu", 2, {{"QT", (long)wtype}, {"GLU", glu}}};
-    return 1;
+    /* two blocks of 8 warps per SM (128 registers); if that spills (the K formats' gate+up
+     * tiles with their integer sums), one */
+    if (cap < 2)
+        return 0;
+    for (int v = 0; v < 2; v++)
+        out[v] = (struct gpu_variant){"mmt.cu", 3,
+                                      {{"QT", (long)wtype}, {"GLU", glu}, {"MB", 2 - v}}};
+    return 2;
 }
 
 int gpu_all_variants(struct gpu_variant *out, int cap)
