@@ -152,9 +152,9 @@ static double agreement(struct gpu_sess *a, struct gpu_sess *b, struct chain *c,
     if (time_runs(a, c, false, 0) < 0)
         return worst;
     float *x = malloc(n * sizeof *x);
-    memcpy(x, gpu_sess_output(a), n * sizeof *x);
+    memcpy(x, gpu_sess_output(a, NULL), n * sizeof *x);
     if (time_runs(b, c, false, 0) >= 0) {
-        const float *y = gpu_sess_output(b);
+        const float *y = gpu_sess_output(b, NULL);
         double mx = 0, md = 0;
         for (size_t i = 0; i < n; i++) {
             mx = fabs(y[i]) > mx ? fabs(y[i]) : mx;

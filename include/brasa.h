@@ -57,7 +57,8 @@ int brasa_session_n_ctx(const struct brasa_session *s);
  * from brasa_session_logits() afterwards. */
 brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int n,
                                 float *logits_all, struct brasa_err *err);
-const float *brasa_session_logits(const struct brasa_session *s);
+/* NULL only if the logits could not be read from the GPU. */
+const float *brasa_session_logits(struct brasa_session *s);
 /* Resident bytes of the session (KV cache, recurrent state, activations). */
 uint64_t brasa_session_bytes(const struct brasa_session *s);
 
@@ -89,6 +90,16 @@ void brasa_sampler_accept(struct brasa_sampler *s, int32_t id); /* adds to the p
 /* Forgets the penalty history and restarts the generator from the seed. */
 void brasa_sampler_reset(struct brasa_sampler *s);
 int32_t brasa_sampler_sample(struct brasa_sampler *s, const float *logits);
+
+/* Generation on a GPU: with a sampler set, each evaluation selects on the device the few
+ * candidates that sampler needs (its top-k, or the best for greedy, plus the tokens its
+ * penalties may push down) and only those cross to the host; brasa_session_sample then draws
+ * from them the token brasa_sampler_sample would draw from the whole row (which
+ * brasa_session_logits still fetches when asked, or when the sampler needs every logit).
+ * NULL: the whole row every time. The CPU backend ignores it. */
+void brasa_session_set_sampler(struct brasa_session *s, struct brasa_sampler *smp);
+/* The next token from the last evaluated position (-1: the GPU could not be read). */
+int32_t brasa_session_sample(struct brasa_session *s, struct brasa_sampler *smp);
 
 /* ---- generation ---- */
 struct brasa_gen_stats {

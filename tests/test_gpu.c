@@ -309,4 +309,73 @@ TEST(long_context_f16_cache)
     }
 }
 
-TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(long_context_f16_cache))
+/* The sampler's candidates selected on the device (top-k kernel, in the decode graph) draw the
+ * same tokens as the whole row sent to the host, greedy and sampled, with penalties; the row
+ * itself is still there when asked for afterwards. */
+TEST(device_candidates)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const struct {
+        float temp;
+        int top_k;
+        float rep;
+    } cfg[] = {{0.0f, 40, 1.0f}, {0.0f, 40, 1.3f}, {0.8f, 40, 1.2f}, {1.0f, 200, 1.0f},
+               {0.8f, 0, 1.0f}};
+    const char *files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen35.Q8_0.gguf"};
+    for (int f = 0; f < 2; f++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s", test_shared_path(files[f]));
+        if (!test_file_exists(p))
+            continue;
+        struct brasa_model *m = NULL;
+        struct brasa_session *s1 = NULL, *s2 = NULL;
+        REQUIRE(open_model(p, BRASA_BACKEND_CUDA, &m, &s1, 512, BRASA_KV_F16) == BRASA_OK);
+        struct brasa_session_opts so = {.n_ctx = 512, .kv_type = BRASA_KV_F16};
+        struct brasa_err err = {{0}};
+        REQUIRE(brasa_session_new(m, &so, &s2, &err) == BRASA_OK);
+        struct brasa_model_info info;
+        brasa_model_get_info(m, &info);
+        for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+            struct brasa_sampler_params sp;
+            brasa_sampler_defaults(&sp);
+            sp.temperature = cfg[c].temp;
+            sp.top_k = cfg[c].top_k;
+            sp.repeat_penalty = cfg[c].rep;
+            struct brasa_sampler *a = NULL, *b = NULL;
+            REQUIRE(brasa_sampler_new(&sp, info.n_vocab, &a, &err) == BRASA_OK);
+            REQUIRE(brasa_sampler_new(&sp, info.n_vocab, &b, &err) == BRASA_OK);
+            brasa_session_reset(s1);
+            brasa_session_reset(s2);
+            brasa_session_set_sampler(s1, a); /* s2: the whole row */
+            int32_t prompt[6] = {1, 20, 300, 40, 5, 77};
+            CHECK(brasa_session_eval(s1, prompt, 6, NULL, &err) == BRASA_OK);
+            CHECK(brasa_session_eval(s2, prompt, 6, NULL, &err) == BRASA_OK);
+            int same = 1;
+            for (int k = 0; k < 24 && same; k++) {
+                int32_t x = brasa_session_sample(s1, a);
+                int32_t y = brasa_sampler_sample(b, brasa_session_logits(s2));
+                same &= x == y;
+                brasa_sampler_accept(a, y);
+                brasa_sampler_accept(b, y);
+                CHECK(brasa_session_eval(s1, &y, 1, NULL, &err) == BRASA_OK);
+                CHECK(brasa_session_eval(s2, &y, 1, NULL, &err) == BRASA_OK);
+            }
+            CHECKF(same, "%s, config %zu: device candidates drew another token", files[f], c);
+            const float *r1 = brasa_session_logits(s1), *r2 = brasa_session_logits(s2);
+            CHECKF(r1 && r2 && !memcmp(r1, r2, (size_t)info.n_vocab * 4),
+                   "%s, config %zu: the row fetched after the candidates differs", files[f], c);
+            brasa_session_set_sampler(s1, NULL);
+            brasa_sampler_free(a);
+            brasa_sampler_free(b);
+        }
+        printf("  %s: device candidates == whole row, %zu sampler configurations\n", files[f],
+               sizeof cfg / sizeof cfg[0]);
+        brasa_session_free(s1);
+        brasa_session_free(s2);
+        brasa_model_free(m);
+    }
+}
+
+TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(long_context_f16_cache),
+          T(device_candidates))

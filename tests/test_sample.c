@@ -1,6 +1,8 @@
 /* Sampler: each step against a plain reference, the order of the chain, seeds, penalties. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "brasa.h"
 #include "sample/sample.h"
@@ -356,7 +358,78 @@ TEST(chain_bad_params)
     CHECK(brasa_sampler_new(&p, 10, &s, &err) == BRASA_EINVAL && !s);
 }
 
+/* The candidates a GPU sends (the K best, ties to the lower id, NaN as -inf) give the token the
+ * whole row gives, step after step, with penalties that push the leading tokens down. */
+static const float *rank_of; /* the row cmp_rank sorts ids by */
+static int cmp_rank_ids(const void *pa, const void *pb)
+{
+    int a = *(const int *)pa, b = *(const int *)pb;
+    float x = isnan(rank_of[a]) ? -INFINITY : rank_of[a];
+    float y = isnan(rank_of[b]) ? -INFINITY : rank_of[b];
+    return x > y ? -1 : x < y ? 1 : a - b;
+}
+
+TEST(candidates_match_full_row)
+{
+    static const struct {
+        float temp;
+        int top_k;
+        float rep, pres, freq;
+        int whole; /* 1: the sampler needs the whole row */
+    } cfg[] = {
+        {0.0f, 40, 1.0f, 0.0f, 0.0f, 0},  {0.0f, 40, 1.3f, 0.2f, 0.1f, 0},
+        {0.8f, 40, 1.0f, 0.0f, 0.0f, 0},  {0.8f, 40, 1.2f, 0.5f, 0.3f, 0},
+        {1.5f, 5, 1.5f, 1.0f, 0.0f, 0},   {0.8f, 0, 1.0f, 0.0f, 0.0f, 1},
+        {0.8f, 40, 0.8f, 0.0f, 0.0f, 1},  {0.8f, 40, 1.0f, -0.5f, 0.0f, 1},
+        {0.8f, 300, 1.0f, 0.0f, 0.0f, 1},
+    };
+    unsigned long long rs = test_seed();
+    static float base[NV], x[NV], vals[SAMPLE_MAX_CAND];
+    static int order[NV];
+    int32_t ids[SAMPLE_MAX_CAND];
+    random_logits(base, NV, &rs);
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        struct brasa_sampler_params p;
+        brasa_sampler_defaults(&p);
+        p.temperature = cfg[c].temp;
+        p.top_k = cfg[c].top_k;
+        p.repeat_penalty = cfg[c].rep;
+        p.presence_penalty = cfg[c].pres;
+        p.frequency_penalty = cfg[c].freq;
+        p.penalty_last_n = 16;
+        struct brasa_sampler *a = make(&p, NV), *b = make(&p, NV);
+        REQUIRE(a && b);
+        int same = 1, ksum = 0;
+        for (int step = 0; step < 60; step++) {
+            for (int i = 0; i < NV; i++) /* the same leaders step after step */
+                x[i] = base[i] + 0.3f * test_rand_normal(&rs);
+            x[3] = x[4];     /* a tie */
+            x[9] = NAN;      /* read as -inf */
+            int k = sampler_candidates(a);
+            CHECKF((k == 0) == (cfg[c].whole == 1), "config %zu: %d candidates", c, k);
+            for (int i = 0; i < NV; i++)
+                order[i] = i;
+            rank_of = x;
+            qsort(order, NV, sizeof *order, cmp_rank_ids);
+            for (int i = 0; i < k; i++) {
+                ids[i] = order[i];
+                vals[i] = x[order[i]];
+            }
+            int32_t want = brasa_sampler_sample(b, x);
+            int32_t got = k > 0 ? sampler_sample_top(a, ids, vals, k) : brasa_sampler_sample(a, x);
+            same &= got == want;
+            ksum += k;
+            brasa_sampler_accept(a, want);
+            brasa_sampler_accept(b, want);
+        }
+        CHECKF(same, "config %zu: the candidates drew another token than the whole row", c);
+        printf("  config %zu: %.1f candidates a step\n", c, ksum / 60.0);
+        brasa_sampler_free(a);
+        brasa_sampler_free(b);
+    }
+}
+
 TEST_MAIN(T(rng_reproducible), T(greedy_ties_and_nan), T(penalties), T(top_k_matches_sort),
           T(temperature_softmax), T(top_p_matches_reference), T(top_p_flat_large), T(min_p), T(draw_follows_distribution),
           T(chain_greedy_and_penalty_order), T(chain_plain_greedy), T(chain_top_k_before_softmax),
-          T(chain_seed_reproducible), T(chain_bad_params))
+          T(chain_seed_reproducible), T(chain_bad_params), T(candidates_match_full_row))

@@ -100,6 +100,17 @@ print("fa.cu vs CPU %.2e, per-token kernel vs CPU %.2e, fa.cu vs per-token %.2e"
 PY
 )"
     fi
+    if [ "$3" = q4_k_m ]; then
+      # the sampler's candidates chosen on the device (top-k kernel) against the whole row sent
+      # to the host (BRASA_GPU_TOPK=0): the same text, and the generation speed of each
+      for t in 0 0.8; do
+        for k in 1 0; do
+          BRASA_GPU_TOPK=$k $B/brasa run -m "$f" -p "word word word" -n 64 --temp $t --seed 7 \
+            --ignore-eos >"/tmp/gen_$k.txt" 2>"/tmp/gen_$k.err"
+        done
+        note "device candidates, $spec, temp $t: $(cmp -s /tmp/gen_1.txt /tmp/gen_0.txt && echo same text || echo TEXT DIFFERS); generate tok/s on device / whole row: $(grep -m1 generate /tmp/gen_1.err | awk '{print $7}') / $(grep -m1 generate /tmp/gen_0.err | awk '{print $7}')"
+      done
+    fi
     if [ "$3" = q4_k_m ]; then  # where the time goes, kernel by kernel: decode, then a prompt
       BRASA_GPU_PROFILE=1 $B/brasa run -m "$f" -p "word" -n 64 --temp 0 --ignore-eos \
         >/dev/null 2>"$out/prof_$2_$3.txt"

@@ -239,11 +239,14 @@ static brasa_status generate(struct brasa_session *s, struct brasa_sampler *smp,
                              struct gen_result *r, struct brasa_err *err)
 {
     memset(r, 0, sizeof *r);
-    const float *lg = brasa_session_logits(s);
+    brasa_status st = BRASA_OK;
+    brasa_session_set_sampler(s, smp); /* on a GPU only the sampler's candidates cross */
     for (int i = 0; max_tokens < 0 || i < max_tokens; i++) {
-        if (!lg)
-            return brasa_fail(err, BRASA_EINVAL, "no logits to sample from");
-        int32_t id = brasa_sampler_sample(smp, lg);
+        int32_t id = brasa_session_sample(s, smp);
+        if (id < 0) {
+            st = brasa_fail(err, BRASA_EDEVICE, "no logits to sample from");
+            break;
+        }
         if (!ignore_eos && tok && tok_is_eog(tok, id)) {
             r->hit_eos = true;
             break;
@@ -258,13 +261,15 @@ static brasa_status generate(struct brasa_session *s, struct brasa_sampler *smp,
             break;
         }
         double t0 = plat_now();
-        brasa_status st = brasa_session_eval(s, &id, 1, NULL, err);
+        st = brasa_session_eval(s, &id, 1, NULL, err);
         r->eval_s += plat_now() - t0;
         r->n_eval++;
         if (st != BRASA_OK)
-            return st;
-        lg = brasa_session_logits(s);
+            break;
     }
+    brasa_session_set_sampler(s, NULL);
+    if (st != BRASA_OK)
+        return st;
     emit_end(e);
     return BRASA_OK;
 }

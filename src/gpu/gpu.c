@@ -77,10 +77,10 @@ struct mv_kernel {
 };
 
 enum { K_GET_ROWS, K_NORM, K_ELT, K_VIEW, K_ROPE, K_KV, K_ATTN, K_MERGE, K_CONV, K_GATES, K_DELTA,
-       K_ARGMAX, K_QUANT, K_COUNT };
+       K_TOPK, K_QUANT, K_COUNT };
 static const char *const k_names[K_COUNT] = {"get_rows", "norm_rows", "eltwise", "view", "rope",
                                              "kv_store", "attn", "attn_merge", "conv1d", "gates",
-                                             "deltanet", "argmax", "quant_act"};
+                                             "deltanet", "topk", "quant_act"};
 
 struct gpu {
     struct drv d;
@@ -129,7 +129,10 @@ struct plan {
     CUgraphExec exec;
     size_t out_bytes;
     int out_node;
+    bool top;                /* ends with the top-k kernel (the output is one row) */
 };
+
+#define TK_MAX 256 /* most candidates the top-k kernel selects (ops.cu) */
 
 #define MAX_PLANS 4
 struct gpu_sess {
@@ -148,6 +151,12 @@ struct gpu_sess {
     struct plan plans[MAX_PLANS];
     float *out;              /* pinned: the output node's rows */
     size_t out_cap;
+    bool out_valid;          /* out holds the last run's output (else it is still on the device) */
+    CUdeviceptr out_dev;     /* the last run's output node */
+    size_t out_len;
+    CUdeviceptr d_top;       /* [1 + 2 TK_MAX] int32: K, then the top-k kernel's ids and values */
+    int32_t *h_top;          /* pinned copy of d_top */
+    int top_n;               /* candidates of the last run (0: none) */
     const char *dump;
     bool use_graph, fuse;
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
@@ -481,7 +490,10 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     if ((st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
         (st = DRV_CALL(&g->d, err, cuStreamCreate, &s->st, CU_STREAM_NON_BLOCKING)) ||
         (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev0, CU_EVENT_DEFAULT)) ||
-        (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev1, CU_EVENT_DEFAULT))) {
+        (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev1, CU_EVENT_DEFAULT)) ||
+        (st = gmem_alloc(&g->mem, &s->d_top, (1 + 2 * TK_MAX) * 4, "sampler candidates",
+                         "session", err)) ||
+        (st = DRV_CALL(&g->d, err, cuMemAllocHost, (void **)&s->h_top, (1 + 2 * TK_MAX) * 4))) {
         gpu_sess_free(s);
         return st;
     }
@@ -524,6 +536,7 @@ void gpu_sess_free(struct gpu_sess *s)
         gmem_free(&g->mem, s->states[i].dev);
     gmem_free(&g->mem, s->ws);
     gmem_free(&g->mem, s->d_io);
+    gmem_free(&g->mem, s->d_top);
     if (s->ev0)
         g->d.cuEventDestroy(s->ev0);
     if (s->ev1)
@@ -535,6 +548,8 @@ void gpu_sess_free(struct gpu_sess *s)
         g->d.cuMemFreeHost(s->out);
     if (s->h_io)
         g->d.cuMemFreeHost(s->h_io);
+    if (s->h_top)
+        g->d.cuMemFreeHost(s->h_top);
     free(s);
 }
 
@@ -590,7 +605,23 @@ uint64_t gpu_sess_bytes(const struct gpu_sess *s)
     return b;
 }
 
-const float *gpu_sess_output(const struct gpu_sess *s) { return s->out; }
+const float *gpu_sess_output(struct gpu_sess *s, struct brasa_err *err)
+{
+    if (!s->out_valid) { /* the run sent only the candidates: fetch the row now */
+        if (DRV_CALL(&s->g->d, err, cuCtxSetCurrent, s->g->ctx) ||
+            DRV_CALL(&s->g->d, err, cuMemcpyDtoH, s->out, s->out_dev, s->out_len))
+            return NULL;
+        s->out_valid = true;
+    }
+    return s->out;
+}
+
+int gpu_sess_top(const struct gpu_sess *s, const int32_t **ids, const float **logits)
+{
+    *ids = s->h_top + 1;
+    *logits = (const float *)(s->h_top + 1 + TK_MAX);
+    return s->top_n;
+}
 double gpu_sess_last_ms(const struct gpu_sess *s) { return s->last_ms; }
 
 /* ---------------------------------------------------------------- plans */
@@ -1377,6 +1408,25 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
             st = plan_node(&b, i);
         }
     }
+    /* the sampler's candidates, when the output is one row of logits: the top-k kernel reads
+     * K from d_top when it runs (0: the whole row goes to the host instead) */
+    const struct graph_node *on1 = &g->nodes[g->out];
+    p->top = st == BRASA_OK && on1->ne[1] == 1 && on1->ne[2] == 1 && on1->ne[0] > 0 &&
+             on1->type == T_F32;
+    if (p->top) {
+        CUdeviceptr x;
+        struct launch *l;
+        if ((st = dev_of(&b, g->out, &x)) == BRASA_OK) {
+            if (!(l = L(&b, K_TOPK, 0, NULL, g->out, 1, 1, 1, 1024, 0)))
+                st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
+            else {
+                ap(l, x);
+                ai(l, on1->ne[0]);
+                ap(l, s->d_top);
+                ap(l, s->d_top + 4);
+            }
+        }
+    }
     free(b.nuse);
     free(b.normsrc);
     free(b.resadd);
@@ -1499,9 +1549,16 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
     }
     s->h_io[0] = r->pos0;
     memcpy(s->h_io + 1, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
+    int top = p->top && r->top_k > 0 ? (r->top_k < TK_MAX ? r->top_k : TK_MAX) : 0;
     if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, s->h_io,
-                       (size_t)(g->n_tok + 1) * sizeof(int32_t), s->st)) ||
-        (st = DRV_CALL(&gp->d, err, cuEventRecord, s->ev0, s->st)))
+                       (size_t)(g->n_tok + 1) * sizeof(int32_t), s->st)))
+        return st;
+    if (p->top) {
+        s->h_top[0] = top;
+        if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_top, s->h_top, 4, s->st)))
+            return st;
+    }
+    if ((st = DRV_CALL(&gp->d, err, cuEventRecord, s->ev0, s->st)))
         return st;
     bool graph = !eager && s->use_graph && !s->dump && !s->prof && g->n_tok == 1;
     if (s->prof && p->nl > s->npev) {
@@ -1544,13 +1601,21 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
                 dump_node(s, g, p->l[k].node, r);
         }
     }
+    /* to the host: the candidates when the top-k kernel chose them, else the whole output */
     const struct graph_node *on = &g->nodes[g->out];
+    s->out_dev = s->ws + on->offset;
+    s->out_len = on->nbytes;
+    s->out_valid = !top;
+    s->top_n = 0;
     if ((st = DRV_CALL(&gp->d, err, cuEventRecord, s->ev1, s->st)) ||
-        (st = DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, s->out, s->ws + on->offset, on->nbytes,
-                       s->st)) ||
+        (st = top ? DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, s->h_top + 1, s->d_top + 4,
+                             2 * TK_MAX * sizeof(int32_t), s->st)
+                  : DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, s->out, s->out_dev, s->out_len,
+                             s->st)) ||
         (st = wait_stream(s, graph ? "the decode graph" : "a prompt batch", err)) ||
         (st = DRV_CALL(&gp->d, err, cuStreamSynchronize, s->st)))
         return st;
+    s->top_n = top;
     float ms = 0;
     gp->d.cuEventElapsedTime(&ms, s->ev0, s->ev1);
     s->last_ms = ms;

@@ -56,7 +56,12 @@ brasa_status gpu_sess_run(struct gpu_sess *s, const struct graph *g, const struc
 /* Same, forcing the eager executor (tests compare it with the graph executor). */
 brasa_status gpu_sess_run_eager(struct gpu_sess *s, const struct graph *g,
                                 const struct graph_run *r, struct brasa_err *err);
-const float *gpu_sess_output(const struct gpu_sess *s);
+/* The output node's rows of the last run (copied from the device now if the run sent only the
+ * sampler's candidates); NULL on a device error. */
+const float *gpu_sess_output(struct gpu_sess *s, struct brasa_err *err);
+/* The last run's top-k candidates (graph_run.top_k of them, best first, ties to the lower id),
+ * their count, or 0 when the run sent the whole output. */
+int gpu_sess_top(const struct gpu_sess *s, const int32_t **ids, const float **logits);
 /* Zeroes the recurrent states and the KV cache. */
 brasa_status gpu_sess_reset(struct gpu_sess *s, struct brasa_err *err);
 uint64_t gpu_sess_bytes(const struct gpu_sess *s);

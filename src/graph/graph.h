@@ -143,6 +143,8 @@ struct graph {
 struct graph_run {
     int pos0;                    /* position of the batch's first token */
     const int32_t *tokens;       /* [n_tok] */
+    int top_k;                   /* GPU, output of one row: select the top_k largest (at most
+                                  * 256) on the device and send only those (0: the whole row) */
 };
 
 brasa_status graph_init(struct graph *g, int n_tok, struct brasa_err *err);

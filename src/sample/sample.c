@@ -295,6 +295,7 @@ struct brasa_sampler {
     int32_t *counts;          /* [n_vocab]: occurrences in the penalty window */
     int32_t *ring;            /* [penalty_last_n]: the window, oldest at ring_head */
     int ring_len, ring_head;
+    int n_distinct;           /* ids with counts > 0 */
     struct sample_rng rng;
 };
 
@@ -366,7 +367,7 @@ void brasa_sampler_reset(struct brasa_sampler *s)
 {
     if (s->counts)
         memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
-    s->ring_len = s->ring_head = 0;
+    s->ring_len = s->ring_head = s->n_distinct = 0;
     sample_rng_seed(&s->rng, s->p.seed);
 }
 
@@ -376,14 +377,47 @@ void brasa_sampler_accept(struct brasa_sampler *s, int32_t id)
         return;
     int cap = s->p.penalty_last_n;
     if (s->ring_len == cap) { /* the window is full: the oldest token leaves it */
-        s->counts[s->ring[s->ring_head]]--;
+        s->n_distinct -= --s->counts[s->ring[s->ring_head]] == 0;
         s->ring[s->ring_head] = id;
         s->ring_head = (s->ring_head + 1) % cap;
     } else {
         s->ring[(s->ring_head + s->ring_len) % cap] = id;
         s->ring_len++;
     }
-    s->counts[id]++;
+    s->n_distinct += s->counts[id]++ == 0;
+}
+
+int sampler_candidates(const struct brasa_sampler *s)
+{
+    const struct brasa_sampler_params *p = &s->p;
+    int pen = 0; /* distinct tokens in the window: those the penalties move */
+    if (s->counts) {
+        if (p->repeat_penalty < 1.0f || p->presence_penalty < 0.0f || p->frequency_penalty < 0.0f)
+            return 0; /* a penalty that raises a logit can lift any token into the top */
+        pen = s->n_distinct;
+    }
+    long k = p->temperature <= 0.0f ? 1 : p->top_k > 0 ? p->top_k : 0;
+    if (k == 0 || k + pen > SAMPLE_MAX_CAND || k + pen > s->n_vocab)
+        return 0;
+    return (int)(k + pen);
+}
+
+int32_t sampler_sample_top(struct brasa_sampler *s, const int32_t *ids, const float *logits,
+                           int n)
+{
+    const struct brasa_sampler_params *p = &s->p;
+    struct sample_list l = {.c = s->cand, .n = (size_t)n, .sorted = false};
+    for (int i = 0; i < n; i++)
+        s->cand[i] = (struct sample_cand){ids[i], isnan(logits[i]) ? -INFINITY : logits[i], 0.0f};
+    sample_penalties(&l, s->counts, p->repeat_penalty, p->presence_penalty, p->frequency_penalty);
+    if (p->temperature <= 0.0f)
+        return sample_greedy(&l);
+    sample_top_k(&l, p->top_k);
+    sample_temperature(&l, p->temperature);
+    sample_softmax(&l);
+    sample_top_p(&l, p->top_p);
+    sample_min_p(&l, p->min_p);
+    return sample_draw(&l, &s->rng);
 }
 
 int32_t brasa_sampler_sample(struct brasa_sampler *s, const float *logits)

@@ -55,4 +55,16 @@ void sample_top_p(struct sample_list *l, float p);
 void sample_min_p(struct sample_list *l, float p);
 int32_t sample_draw(const struct sample_list *l, struct sample_rng *r);
 
+/* Candidates from the device: the sampler above needs only the K best logits (ties: lowest id)
+ * when its penalties can only lower a logit; sampler_candidates gives that K (the top-k, or 1
+ * for greedy, plus the distinct tokens of the penalty window: a penalised token can fall out of
+ * the top but none from below can rise past it), or 0 when it needs every logit (top-k off,
+ * penalties that raise, or more than SAMPLE_MAX_CAND). sampler_sample_top runs the same chain
+ * on those n candidates and draws the same token as brasa_sampler_sample on the full row. */
+#define SAMPLE_MAX_CAND 256
+struct brasa_sampler;
+int sampler_candidates(const struct brasa_sampler *s);
+int32_t sampler_sample_top(struct brasa_sampler *s, const int32_t *ids, const float *logits,
+                           int n);
+
 #endif

@@ -15,6 +15,7 @@
 #include "gpu/gpu.h"
 #include "model/model.h"
 #include "quant/quant.h"
+#include "sample/sample.h"
 #include "tok/tok.h"
 
 #define DEFAULT_CTX_CAP 4096
@@ -43,6 +44,8 @@ struct brasa_session {
     struct graph g_pp;        /* the last prompt batch shape built */
     bool pp_all;
     float *logits;            /* [n_vocab] of the last position */
+    bool logits_ok;           /* logits holds the last evaluation's row (GPU: fetched lazily) */
+    struct brasa_sampler *smp; /* brasa_session_set_sampler: what the GPU selects candidates for */
 };
 
 /* ---------------------------------------------------------------- model */
@@ -256,6 +259,7 @@ void brasa_session_free(struct brasa_session *s)
 void brasa_session_reset(struct brasa_session *s)
 {
     s->pos = 0;
+    s->logits_ok = false;
     if (s->rec_mem) /* the KV cache needs no clearing: rows past pos are never read */
         memset(s->rec_mem, 0, s->rec_bytes);
     if (s->gpu)
@@ -264,7 +268,35 @@ void brasa_session_reset(struct brasa_session *s)
 
 int brasa_session_pos(const struct brasa_session *s) { return s->pos; }
 int brasa_session_n_ctx(const struct brasa_session *s) { return s->n_ctx; }
-const float *brasa_session_logits(const struct brasa_session *s) { return s->logits; }
+const float *brasa_session_logits(struct brasa_session *s)
+{
+    if (!s->logits_ok && s->gpu && s->pos > 0) { /* the last run sent only candidates */
+        const float *out = gpu_sess_output(s->gpu, NULL);
+        if (!out)
+            return NULL;
+        memcpy(s->logits, out, (size_t)s->model->m.hp.n_vocab * sizeof(float));
+        s->logits_ok = true;
+    }
+    return s->logits;
+}
+
+void brasa_session_set_sampler(struct brasa_session *s, struct brasa_sampler *smp)
+{
+    const char *e = getenv("BRASA_GPU_TOPK"); /* 0: the whole row every time (comparison) */
+    s->smp = e && !strcmp(e, "0") ? NULL : smp;
+}
+
+int32_t brasa_session_sample(struct brasa_session *s, struct brasa_sampler *smp)
+{
+    const int32_t *ids;
+    const float *lg;
+    int n = s->gpu && !s->logits_ok ? gpu_sess_top(s->gpu, &ids, &lg) : 0;
+    int k = sampler_candidates(smp);
+    if (k > 0 && k <= n) /* the device's best n hold the k the sampler needs */
+        return sampler_sample_top(smp, ids, lg, k);
+    const float *row = brasa_session_logits(s);
+    return row ? brasa_sampler_sample(smp, row) : -1;
+}
 
 uint64_t brasa_session_bytes(const struct brasa_session *s)
 {
@@ -317,18 +349,29 @@ brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int
         brasa_status st = batch_graph(s, nb, logits_all != NULL, &g, err);
         if (st != BRASA_OK)
             return st;
-        struct graph_run r = {.pos0 = s->pos, .tokens = ids + done};
+        /* the last batch's row: on a GPU, the sampler's candidates only (when it needs few) */
+        int top = s->gpu && s->smp && !logits_all && done + nb == n
+                      ? sampler_candidates(s->smp) : 0;
+        struct graph_run r = {.pos0 = s->pos, .tokens = ids + done, .top_k = top};
         pthread_mutex_lock(&s->model->run_mu);
         st = s->gpu ? gpu_sess_run(s->gpu, g, &r, err) : cpu_run(s->cpu, g, &r, err);
         pthread_mutex_unlock(&s->model->run_mu);
         if (st != BRASA_OK)
             return st;
-        const float *out = s->gpu ? gpu_sess_output(s->gpu) : cpu_node_data(s->cpu, g, g->out);
-        if (logits_all)
-            memcpy(logits_all + (size_t)done * n_vocab, out,
-                   (size_t)g->n_out * n_vocab * sizeof(float));
-        memcpy(s->logits, out + (size_t)(g->n_out - 1) * n_vocab, (size_t)n_vocab * sizeof(float));
         s->pos += nb;
+        s->logits_ok = false;
+        if (top == 0) {
+            const float *out = s->gpu ? gpu_sess_output(s->gpu, err)
+                                      : cpu_node_data(s->cpu, g, g->out);
+            if (!out)
+                return BRASA_EDEVICE;
+            if (logits_all)
+                memcpy(logits_all + (size_t)done * n_vocab, out,
+                       (size_t)g->n_out * n_vocab * sizeof(float));
+            memcpy(s->logits, out + (size_t)(g->n_out - 1) * n_vocab,
+                   (size_t)n_vocab * sizeof(float));
+            s->logits_ok = true;
+        }
         done += nb;
     }
     return BRASA_OK;
@@ -347,13 +390,15 @@ brasa_status brasa_generate(struct brasa_session *s, struct brasa_sampler *smp,
     const struct tokenizer *tok = s->model->tok;
     double t0 = plat_now();
     brasa_status st = BRASA_OK;
+    brasa_session_set_sampler(s, smp);
     if (n_prompt > 0) {
         for (int i = 0; i < n_prompt; i++)
             brasa_sampler_accept(smp, prompt[i]);
         if ((st = brasa_session_eval(s, prompt, n_prompt, NULL, err)) != BRASA_OK)
-            return st;
+            goto out;
     } else if (s->pos == 0) {
-        return brasa_fail(err, BRASA_EINVAL, "an empty prompt needs at least one token");
+        st = brasa_fail(err, BRASA_EINVAL, "an empty prompt needs at least one token");
+        goto out;
     }
     double t1 = plat_now();
     st0.prompt_s = t1 - t0;
@@ -361,7 +406,11 @@ brasa_status brasa_generate(struct brasa_session *s, struct brasa_sampler *smp,
     tok_stream_init(&ts);
     char text[1024];
     for (int k = 0; k < max_tokens; k++) {
-        int32_t id = brasa_sampler_sample(smp, s->logits);
+        int32_t id = brasa_session_sample(s, smp);
+        if (id < 0) {
+            st = brasa_fail(err, BRASA_EDEVICE, "could not read the logits from the GPU");
+            break;
+        }
         brasa_sampler_accept(smp, id);
         if (k == 0)
             st0.ttft_s = plat_now() - t0;
@@ -381,5 +430,7 @@ brasa_status brasa_generate(struct brasa_session *s, struct brasa_sampler *smp,
     st0.gen_s = plat_now() - t1;
     if (stats)
         *stats = st0;
+out:
+    brasa_session_set_sampler(s, NULL);
     return st;
 }

@@ -443,49 +443,126 @@ extern "C" __global__ void deltanet(const float *Q, const float *Kx, const float
     }
 }
 
-// Greedy pick on the device: per row, the largest logit (lowest id on ties).
-// grid (n_rows), block 1024; out[row] = id
-extern "C" __global__ void argmax(const float *x, int n, int *out)
+// The sampler's candidates on the device: the K largest of x[0..n) (ties: lowest id; NaN as
+// -inf), best first: ids in out[0..K), their values' bits in out[TK_MAX..TK_MAX + K). K = *kp
+// (read when the kernel runs, so a captured graph serves every K; 0: nothing to do), at most
+// TK_MAX. Each value becomes a distinct 64-bit key (the float's order-preserving bits, then the
+// complemented id), and a radix select finds the K-th largest key 8 bits at a time, counting
+// only the keys that share the bits fixed so far; the K keys at or above it are then gathered
+// and sorted (bitonic). K = 1: one max reduction. One block of 1024 threads.
+#define TK_MAX 256
+__device__ __forceinline__ unsigned long long tk_key(const float *x, int i)
+{
+    unsigned u = __float_as_uint(x[i]);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        u = 0xff800000u; // NaN: -inf
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((unsigned long long)u << 32) | (0xffffffffu - (unsigned)i);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, const int *kp,
+                                                         int *out)
 {
     pdl_wait();
     pdl_launch();
-    __shared__ float bv[32];
-    __shared__ int bi[32];
-    const float *r = x + (long long)blockIdx.x * n;
-    float v = -INFINITY;
-    int id = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        if (r[i] > v) {
-            v = r[i];
-            id = i;
+    __shared__ unsigned long long hmem[32 * 256 / 2]; // histograms, or (K = 1) the reduction
+    __shared__ unsigned above[256]; // keys in this bin and the ones above it
+    __shared__ unsigned long long cand[TK_MAX];
+    __shared__ int s_digit, s_n;
+    __shared__ unsigned s_ex, s_cnt;
+    unsigned(*hist)[256] = (unsigned(*)[256])hmem; // one per group of 32 threads
+    const int tid = threadIdx.x;
+    const int K = min(min(*kp, n), TK_MAX);
+    if (K <= 0)
+        return;
+    if (K == 1) {
+        unsigned long long best = 0;
+        for (int i = tid; i < n; i += 1024)
+            best = max(best, tk_key(x, i));
+        hmem[tid] = best;
+        __syncthreads();
+        for (int span = 512; span > 0; span >>= 1) {
+            if (tid < span)
+                hmem[tid] = max(hmem[tid], hmem[tid + span]);
+            __syncthreads();
         }
-    for (int o = 16; o > 0; o >>= 1) {
-        float v2 = shfl_xor(v, o);
-        int i2 = shfl_xor(id, o);
-        if (v2 > v || (v2 == v && i2 < id)) {
-            v = v2;
-            id = i2;
+        if (tid == 0) {
+            unsigned id = 0xffffffffu - (unsigned)hmem[0];
+            out[0] = (int)id;
+            out[TK_MAX] = __float_as_int(x[id]);
         }
+        return;
     }
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    if (lane == 0) {
-        bv[w] = v;
-        bi[w] = id;
+    unsigned long long prefix = 0, mask = 0; // the key bits fixed so far
+    int need = K; // how many of the keys with those bits belong to the top K
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (int i = tid; i < 32 * 256; i += 1024)
+            (&hist[0][0])[i] = 0;
+        __syncthreads();
+        for (int i = tid; i < n; i += 1024) {
+            unsigned long long key = tk_key(x, i);
+            if ((key & mask) == prefix)
+                atomicAdd(&hist[tid >> 5][(key >> shift) & 255], 1u);
+        }
+        __syncthreads();
+        unsigned tot = 0;
+        if (tid < 256) {
+            for (int j = 0; j < 32; j++)
+                tot += hist[j][tid];
+            above[tid] = tot;
+        }
+        __syncthreads();
+        for (int o = 1; o < 256; o <<= 1) { // suffix sums (Hillis-Steele)
+            unsigned t = tid < 256 && tid + o < 256 ? above[tid + o] : 0;
+            __syncthreads();
+            if (tid < 256)
+                above[tid] += t;
+            __syncthreads();
+        }
+        // the bin holding the need-th key: fewer than need above it, at least need with it
+        if (tid < 256 && above[tid] - tot < (unsigned)need && (unsigned)need <= above[tid]) {
+            s_digit = tid;
+            s_ex = above[tid] - tot;
+            s_cnt = tot;
+        }
+        __syncthreads();
+        need -= (int)s_ex;
+        prefix |= (unsigned long long)s_digit << shift;
+        mask |= 0xffull << shift;
+        const bool all = s_cnt == (unsigned)need; // every key of the bin is in the top K
+        __syncthreads();
+        if (all) // (keys are distinct: at the last byte a bin holds one key)
+            break;
+    }
+    if (tid == 0)
+        s_n = 0;
+    if (tid < TK_MAX)
+        cand[tid] = 0; // (below every key: padding for the sort)
+    __syncthreads();
+    for (int i = tid; i < n; i += 1024) {
+        unsigned long long key = tk_key(x, i);
+        if ((key & mask) >= prefix) { // exactly K keys
+            int slot = atomicAdd(&s_n, 1);
+            if (slot < TK_MAX)
+                cand[slot] = key;
+        }
     }
     __syncthreads();
-    if (w == 0) {
-        int nw = blockDim.x >> 5;
-        v = lane < nw ? bv[lane] : -INFINITY;
-        id = lane < nw ? bi[lane] : 0x7fffffff;
-        for (int o = 16; o > 0; o >>= 1) {
-            float v2 = shfl_xor(v, o);
-            int i2 = shfl_xor(id, o);
-            if (v2 > v || (v2 == v && i2 < id)) {
-                v = v2;
-                id = i2;
+    for (int size = 2; size <= TK_MAX; size <<= 1) // bitonic sort, largest first
+        for (int st = size >> 1; st > 0; st >>= 1) {
+            if (tid < TK_MAX) {
+                int j = tid ^ st;
+                unsigned long long a = cand[tid], b = cand[j];
+                if (j > tid && (a < b) == ((tid & size) == 0)) {
+                    cand[tid] = b;
+                    cand[j] = a;
+                }
             }
+            __syncthreads();
         }
-        if (lane == 0)
-            out[blockIdx.x] = id;
+    if (tid < K) {
+        unsigned id = 0xffffffffu - (unsigned)cand[tid];
+        out[tid] = (int)id;
+        out[TK_MAX + tid] = __float_as_int(x[id]);
     }
 }
