@@ -315,6 +315,12 @@ void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *
     *cached = g->jit.n_cached;
 }
 
+static bool env_is(const char *name, const char *v)
+{
+    const char *e = getenv(name);
+    return e && strcmp(e, v) == 0;
+}
+
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
@@ -329,7 +335,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
     if (g->n_mv == (int)(sizeof g->mv / sizeof g->mv[0]))
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[4];
-    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, v, 4)
+    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, !env_is("BRASA_GPU_MMT_INT", "0"), v, 4)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, v, 4)
                       : gpu_matvec_variants(wtype, nc, glu, v, 4);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
@@ -454,11 +460,6 @@ static brasa_status weight_dev(struct gpu *g, const struct graph_node *n, CUdevi
 /* ---------------------------------------------------------------- sessions */
 
 /* $name equals v; $name as an integer (def when unset) */
-static bool env_is(const char *name, const char *v)
-{
-    const char *e = getenv(name);
-    return e && strcmp(e, v) == 0;
-}
 static int env_int(const char *name, int def)
 {
     const char *e = getenv(name);
@@ -855,7 +856,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         for (int j = 0; j < (glu ? 1 : nm); j++)
             tiles += (unsigned)((r[j] + 63) / 64);
         if (!(l = L(b, -1, mv->fn, glu ? "mmt_glu" : nm > 1 ? "mmt_multi" : "mmt", dst,
-                    (unsigned)((T + 63) / 64), tiles, 1, 256, 0)))
+                    (unsigned)((T + 63) / 64), tiles, 1, mode >= 2 ? 256 : 128, 0)))
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);

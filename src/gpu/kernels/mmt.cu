@@ -1,7 +1,7 @@
 // mmt.cu: prompt-batch matrix products on the tensor cores, y[t][r] = sum_k x[t][k] W[r][k].
 // A block computes 64 weight rows x 64 tokens: per step of 64 along k it stages the weight tile
 // (W planar, gpu/layout.h) and the activation tile in shared memory and runs mma.sync on them,
-// 8 warps, each 32 rows x 16 tokens (of each weight tile).
+// quantized weights 4 warps of 32 rows x 32 tokens, F16 / BF16 8 warps of 32 rows x 16 tokens.
 // The activation is what the CPU backend (and ggml) multiplies the same weights with, so both
 // round alike: for quantized weights the integer weight values and the int8 activations of
 // quant_act (modes 0 and 1), multiplied as integers (int8 mma), each block's exact integer
@@ -11,7 +11,8 @@
 // Epilogue as matvec.cu: bias, residual add (y = res + rscale * acc), up to three weights that
 // read the same activation (each a multiple of 64 rows but the last), or with GLU the gate and
 // up tiles together and the SwiGLU output.
-// Parameters: QT (weight type), GLU, MB (blocks per SM the register budget must allow).
+// Parameters: QT (weight type), GLU, MB (blocks per SM the register budget must allow), KI (K
+// formats: integer super-block sums, else a float update per block).
 #include "common.cuh"
 
 #ifndef QT
@@ -23,16 +24,26 @@
 #ifndef MB
 #define MB 2
 #endif
+#ifndef KI
+#define KI 1
+#endif
 #define BM 64 // weight rows per block
 #define BN 64 // tokens per block
 #define KT 64 // k per step
 #define LD 72 // shared row stride in halves
-#define NT 256 // threads per block
-#define NJ 2   // token groups of 8 per warp
-#define WROW(w) (((w) >> 2) * 32)     // a warp's first row in the tile
-#define WTOK(w) (((w) & 3) * 8 * NJ) // and its first token
-#define NWT (GLU ? 2 : 1) // weight tiles
 #define QACT (QT != T_F16 && QT != T_BF16) // int8 activations with per-32 scales
+#if QACT // 4 warps of 32 rows x 32 tokens (of each weight tile)
+#define NT 128
+#define NJ 4
+#define WROW(w) (((w) >> 1) * 32)
+#define WTOK(w) (((w) & 1) * 32)
+#else // F16 / BF16: 8 warps of 32 rows x 16 tokens
+#define NT 256
+#define NJ 2
+#define WROW(w) (((w) >> 2) * 32)
+#define WTOK(w) (((w) & 3) * 16)
+#endif
+#define NWT (GLU ? 2 : 1) // weight tiles
 
 // Elements [e0, e0 + 32) of row r of W (F16 or BF16) as 16 pairs
 __device__ __forceinline__ void deq32(const u8 *W, int r, int k, int e0, u32 *o)
@@ -65,16 +76,15 @@ __device__ __forceinline__ void zero_tiles(float (*a)[2][NJ][4])
 // fifth bit; Q6_K: q - 32; Q8_0: q), all within int8, and the activation tile quant_act's int8
 // values: mma.sync m16n8k32 (Q6_K, with a scale per 16: m16n8k16) gives each block's exact
 // integer product.
-// K formats (KINT): the activation's scale is one per 256 (quant_act mode 1), so a whole
-// super-block is summed as integers, as ggml sums it: each sub-block's product times its
-// integer scale (one IMAD per value), and the min term as one more mma whose weight operand is
-// the sub-block's integer min repeated (sum of min x activation over the sub-block); both
-// become floats once per super-block: acc += dx (d isum - dmin imin). Q8_0 / Q4_0: each
-// block's product is scaled at once (an integer to float conversion and a multiply-add).
+// K formats with KI (KINT): the activation's scale is one per 256 (quant_act mode 1), so each
+// block's product times its integer scale is summed as an integer over the super-block (one
+// IMAD per value), as ggml sums it, and becomes a float once per super-block; the min term
+// (K formats with mins) is a float update per 32 from quant_act's sums. Otherwise each block's
+// product is scaled at once (an integer to float conversion and a multiply-add per value).
 #define LQ 80 // shared row stride in bytes (64 + 16: a warp's fragment loads hit 32 banks)
 #define SB (QT == T_Q6_K ? 16 : 32) // elements per weight scale
 #define KMIN (QT == T_Q4_K || QT == T_Q5_K) // a min term per 32 (the K formats with mins)
-#define KINT (QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K) // integer super-block sums
+#define KINT (KI && (QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K)) // integer sums
 #define NSB (KT / SB)               // weight scales per row and step
 
 // The scales of 32 weight values: K formats the integer scales of each SB (s) and the min (m)
@@ -187,17 +197,10 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 {
     __shared__ __align__(16) u8 ws[NWT][BM * LQ];
     __shared__ __align__(16) u8 xs[BN * LQ];
-#if KINT // integer scales (and mins) per SB, the super-block's d (and dmin), the token's scale
+#if KINT // integer scales per SB, the super-block's d, the token's scale
     __shared__ int wsi[NWT][BM][NSB];
-#if KMIN
-    __shared__ int wmi[NWT][BM][NSB];
-    __shared__ float wdm[NWT][BM];
-#endif
     __shared__ float wd[NWT][BM], sdx[BN];
     int isum[NWT][2][NJ][4];
-#if KMIN
-    int imin[NWT][2][NJ][4];
-#endif
 #pragma unroll
     for (int g = 0; g < NWT; g++)
 #pragma unroll
@@ -205,14 +208,13 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #pragma unroll
             for (int j = 0; j < NJ; j++)
 #pragma unroll
-                for (int c = 0; c < 4; c++) {
+                for (int c = 0; c < 4; c++)
                     isum[g][i][j][c] = 0;
-#if KMIN
-                    imin[g][i][j][c] = 0;
-#endif
-                }
 #else // the blocks' scales
     __shared__ float wsw[NWT][BM][NSB], sd[BN][KT / 32];
+#endif
+#if KMIN // the weight rows' mins, the tokens' scaled sums
+    __shared__ float wmw[NWT][BM][KT / 32], sa[BN][KT / 32];
 #endif
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = WROW(warp), wn = WTOK(warp); // the warp's rows and tokens
@@ -237,37 +239,50 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #else
                 wsi[g][lr][lh / 32] = sc.s[0];
 #endif
-#if KMIN
-                wmi[g][lr][lh / 32] = sc.m;
-                wdm[g][lr] = sc.dm;
-#endif
                 wd[g][lr] = sc.d;
+#elif SB == 16
+                wsw[g][lr][lh / 16] = sc.d * (float)sc.s[0];
+                wsw[g][lr][lh / 16 + 1] = sc.d * (float)sc.s[1];
+#elif KMIN
+                wsw[g][lr][lh / 32] = sc.d * (float)sc.s[0];
 #else
                 wsw[g][lr][lh / 32] = sc.d;
+#endif
+#if KMIN
+                wmw[g][lr][lh / 32] = sc.dm * (float)sc.m;
 #endif
             } else { // (zeros past the last token)
                 int t = t0 + lr;
                 uint4 *dst = (uint4 *)&xs[lr * LQ + lh];
-                float dx = 0.0f;
+                float dx = 0.0f, mx = 0.0f;
                 if (t < T) {
                     const uint4 *src = (const uint4 *)(xq + (i64)t * k + kk + lh);
                     dst[0] = src[0];
                     dst[1] = src[1];
                     dx = xd[(i64)t * (k / 32) + (kk + lh) / 32];
+#if KMIN
+                    const int *s16 = xsum + (i64)t * (k / 16) + (kk + lh) / 16;
+                    mx = dx * (float)(s16[0] + s16[1]);
+#endif
                 } else {
                     dst[0] = dst[1] = make_uint4(0, 0, 0, 0);
                 }
+                (void)mx;
 #if KINT
                 if (lh == 0)
                     sdx[lr] = dx; // (the same for the whole super-block)
 #else
                 sd[lr][lh / 32] = dx;
 #endif
+#if KMIN
+                sa[lr][lh / 32] = mx;
+#endif
             }
         }
         __syncthreads();
 #pragma unroll
         for (int ks = 0; ks < KT; ks += 32) {
+            const int q32 = ks / 32;
             u32 bf[NJ][2];
 #pragma unroll
             for (int j = 0; j < NJ; j++) {
@@ -283,53 +298,64 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
                     const u8 *wp = &ws[g][rr * LQ + ks + 4 * t4];
                     u32 af[4] = {*(const u32 *)wp, *(const u32 *)(wp + 8 * LQ),
                                  *(const u32 *)(wp + 16), *(const u32 *)(wp + 8 * LQ + 16)};
-#if KINT
-#if SB == 16
+#if KMIN
+                    const float ma = wmw[g][rr][q32], mb = wmw[g][rr + 8][q32];
+#endif
+#if KINT && SB == 16
                     const int sa0 = wsi[g][rr][ks / 16], sa1 = wsi[g][rr][ks / 16 + 1];
                     const int sb0 = wsi[g][rr + 8][ks / 16], sb1 = wsi[g][rr + 8][ks / 16 + 1];
+#elif KINT
+                    const int sa0 = wsi[g][rr][q32], sb0 = wsi[g][rr + 8][q32];
+#endif
 #pragma unroll
                     for (int j = 0; j < NJ; j++) {
-                        int c[4] = {0, 0, 0, 0}, e[4] = {0, 0, 0, 0};
+                        const int tc = wn + j * 8 + 2 * t4; // tokens of c0 (c2), c1 (c3)
+                        float *a = acc[g][i][j];
+#if KINT
+                        int *s = isum[g][i][j];
+                        int c[4] = {0, 0, 0, 0};
+#if SB == 16
+                        int e[4] = {0, 0, 0, 0};
                         mma_s8_k16(c, af, bf[j][0]);
                         mma_s8_k16(e, af + 2, bf[j][1]);
-                        int *s = isum[g][i][j];
                         s[0] += sa0 * c[0] + sa1 * e[0];
                         s[1] += sa0 * c[1] + sa1 * e[1];
                         s[2] += sb0 * c[2] + sb1 * e[2];
                         s[3] += sb0 * c[3] + sb1 * e[3];
-                    }
 #else
-                    const int sa = wsi[g][rr][ks / 32], sb = wsi[g][rr + 8][ks / 32];
-                    const u32 ma = (u32)wmi[g][rr][ks / 32] * 0x01010101u;
-                    const u32 mb = (u32)wmi[g][rr + 8][ks / 32] * 0x01010101u;
-                    const u32 am[4] = {ma, mb, ma, mb}; // the mins, one per row
-#pragma unroll
-                    for (int j = 0; j < NJ; j++) {
-                        int c[4] = {0, 0, 0, 0};
                         mma_s8_k32(c, af, bf[j]);
-                        int *s = isum[g][i][j];
-                        s[0] += sa * c[0];
-                        s[1] += sa * c[1];
-                        s[2] += sb * c[2];
-                        s[3] += sb * c[3];
-                        mma_s8_k32(imin[g][i][j], am, bf[j]);
-                    }
+                        s[0] += sa0 * c[0];
+                        s[1] += sa0 * c[1];
+                        s[2] += sb0 * c[2];
+                        s[3] += sb0 * c[3];
 #endif
 #else
-                    const float sa = wsw[g][rr][ks / 32], sb = wsw[g][rr + 8][ks / 32];
 #pragma unroll
-                    for (int j = 0; j < NJ; j++) {
-                        int c[4] = {0, 0, 0, 0};
-                        mma_s8_k32(c, af, bf[j]);
-                        const int tc = wn + j * 8 + 2 * t4; // tokens of c0 (c2), c1 (c3)
-                        const float x0 = sd[tc][ks / 32], x1 = sd[tc + 1][ks / 32];
-                        float *a = acc[g][i][j];
-                        a[0] += i2f_small(c[0]) * (sa * x0);
-                        a[1] += i2f_small(c[1]) * (sa * x1);
-                        a[2] += i2f_small(c[2]) * (sb * x0);
-                        a[3] += i2f_small(c[3]) * (sb * x1);
-                    }
+                        for (int h = 0; h < 32 / SB; h++) { // Q6_K: the two halves' scales
+                            const int sb = (ks + SB * h) / SB;
+                            const float fa = wsw[g][rr][sb], fb = wsw[g][rr + 8][sb];
+                            int c[4] = {0, 0, 0, 0};
+#if SB == 16
+                            mma_s8_k16(c, af + 2 * h, bf[j][h]);
+#else
+                            mma_s8_k32(c, af, bf[j]);
 #endif
+                            const float x0 = sd[tc][q32], x1 = sd[tc + 1][q32];
+                            a[0] += i2f_small(c[0]) * (fa * x0);
+                            a[1] += i2f_small(c[1]) * (fa * x1);
+                            a[2] += i2f_small(c[2]) * (fb * x0);
+                            a[3] += i2f_small(c[3]) * (fb * x1);
+                        }
+#endif
+#if KMIN
+                        const float m0 = sa[tc][q32], m1 = sa[tc + 1][q32];
+                        a[0] -= ma * m0;
+                        a[1] -= ma * m1;
+                        a[2] -= mb * m0;
+                        a[3] -= mb * m1;
+#endif
+                        (void)a, (void)tc;
+                    }
                 }
         }
 #if KINT
@@ -340,35 +366,23 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
                 for (int i = 0; i < 2; i++) {
                     const int rr = wm + i * 16 + g4;
                     const float da = wd[g][rr], db = wd[g][rr + 8];
-#if KMIN
-                    const float ma = wdm[g][rr], mb = wdm[g][rr + 8];
-#endif
 #pragma unroll
                     for (int j = 0; j < NJ; j++) {
                         const int tc = wn + j * 8 + 2 * t4;
                         const float x0 = sdx[tc], x1 = sdx[tc + 1];
                         float *a = acc[g][i][j];
                         int *s = isum[g][i][j];
-#if KMIN
-                        int *m = imin[g][i][j];
-                        a[0] += x0 * (da * (float)s[0] - ma * (float)m[0]);
-                        a[1] += x1 * (da * (float)s[1] - ma * (float)m[1]);
-                        a[2] += x0 * (db * (float)s[2] - mb * (float)m[2]);
-                        a[3] += x1 * (db * (float)s[3] - mb * (float)m[3]);
-                        m[0] = m[1] = m[2] = m[3] = 0;
-#else
-                        a[0] += x0 * (da * (float)s[0]);
-                        a[1] += x1 * (da * (float)s[1]);
-                        a[2] += x0 * (db * (float)s[2]);
-                        a[3] += x1 * (db * (float)s[3]);
-#endif
+                        a[0] += (da * x0) * (float)s[0];
+                        a[1] += (da * x1) * (float)s[1];
+                        a[2] += (db * x0) * (float)s[2];
+                        a[3] += (db * x1) * (float)s[3];
                         s[0] = s[1] = s[2] = s[3] = 0;
                     }
                 }
 #endif
         __syncthreads();
     }
-    (void)xf, (void)xsum; // (the min terms come from the mma, not quant_act's sums)
+    (void)xf, (void)xsum; // (xsum: the K formats' min terms only)
 }
 
 #else

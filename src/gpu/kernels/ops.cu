@@ -451,6 +451,16 @@ extern "C" __global__ void deltanet(const float *Q, const float *Kx, const float
 // only the keys that share the bits fixed so far; the K keys at or above it are then gathered
 // and sorted (bitonic). K = 1: one max reduction. One block of 1024 threads.
 #define TK_MAX 256
+#define TK_U 8 // keys loaded at once per thread (a scan waits on memory, not on arithmetic)
+// f(i, key) for every i < n of this thread's share (1024 threads)
+#define TK_SCAN(f)                                                                             \
+    for (int i0 = threadIdx.x; i0 < n; i0 += TK_U * 1024) {                                    \
+        unsigned long long key_[TK_U];                                                         \
+        _Pragma("unroll") for (int u = 0; u < TK_U; u++) key_[u] =                             \
+            i0 + u * 1024 < n ? tk_key(x, i0 + u * 1024) : 0;                                  \
+        _Pragma("unroll") for (int u = 0; u < TK_U; u++) if (i0 + u * 1024 < n)                \
+            f(i0 + u * 1024, key_[u]);                                                         \
+    }
 __device__ __forceinline__ unsigned long long tk_key(const float *x, int i)
 {
     unsigned u = __float_as_uint(x[i]);
@@ -477,8 +487,8 @@ extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, c
         return;
     if (K == 1) {
         unsigned long long best = 0;
-        for (int i = tid; i < n; i += 1024)
-            best = max(best, tk_key(x, i));
+#define TK_MAXF(i, key) best = max(best, key)
+        TK_SCAN(TK_MAXF)
         hmem[tid] = best;
         __syncthreads();
         for (int span = 512; span > 0; span >>= 1) {
@@ -499,11 +509,10 @@ extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, c
         for (int i = tid; i < 32 * 256; i += 1024)
             (&hist[0][0])[i] = 0;
         __syncthreads();
-        for (int i = tid; i < n; i += 1024) {
-            unsigned long long key = tk_key(x, i);
-            if ((key & mask) == prefix)
-                atomicAdd(&hist[tid >> 5][(key >> shift) & 255], 1u);
-        }
+#define TK_COUNT(i, key)                                                                       \
+    if (((key) & mask) == prefix)                                                              \
+        atomicAdd(&hist[tid >> 5][((key) >> shift) & 255], 1u);
+        TK_SCAN(TK_COUNT)
         __syncthreads();
         unsigned tot = 0;
         if (tid < 256) {
@@ -539,14 +548,13 @@ extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, c
     if (tid < TK_MAX)
         cand[tid] = 0; // (below every key: padding for the sort)
     __syncthreads();
-    for (int i = tid; i < n; i += 1024) {
-        unsigned long long key = tk_key(x, i);
-        if ((key & mask) >= prefix) { // exactly K keys
-            int slot = atomicAdd(&s_n, 1);
-            if (slot < TK_MAX)
-                cand[slot] = key;
-        }
+#define TK_GATHER(i, key)                                                                      \
+    if (((key) & mask) >= prefix) { /* exactly K keys */                                       \
+        int slot = atomicAdd(&s_n, 1);                                                         \
+        if (slot < TK_MAX)                                                                     \
+            cand[slot] = key;                                                                  \
     }
+    TK_SCAN(TK_GATHER)
     __syncthreads();
     for (int size = 2; size <= TK_MAX; size <<= 1) // bitonic sort, largest first
         for (int st = size >> 1; st > 0; st >>= 1) {
