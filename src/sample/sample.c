@@ -402,22 +402,28 @@ int sampler_candidates(const struct brasa_sampler *s)
     return (int)(k + pen);
 }
 
+/* The chain from the penalties on, over the candidate list l */
+static int32_t run_chain(struct brasa_sampler *s, struct sample_list *l)
+{
+    const struct brasa_sampler_params *p = &s->p;
+    sample_penalties(l, s->counts, p->repeat_penalty, p->presence_penalty, p->frequency_penalty);
+    if (p->temperature <= 0.0f)
+        return sample_greedy(l);
+    sample_top_k(l, p->top_k);
+    sample_temperature(l, p->temperature);
+    sample_softmax(l);
+    sample_top_p(l, p->top_p);
+    sample_min_p(l, p->min_p);
+    return sample_draw(l, &s->rng);
+}
+
 int32_t sampler_sample_top(struct brasa_sampler *s, const int32_t *ids, const float *logits,
                            int n)
 {
-    const struct brasa_sampler_params *p = &s->p;
     struct sample_list l = {.c = s->cand, .n = (size_t)n, .sorted = false};
     for (int i = 0; i < n; i++)
         s->cand[i] = (struct sample_cand){ids[i], isnan(logits[i]) ? -INFINITY : logits[i], 0.0f};
-    sample_penalties(&l, s->counts, p->repeat_penalty, p->presence_penalty, p->frequency_penalty);
-    if (p->temperature <= 0.0f)
-        return sample_greedy(&l);
-    sample_top_k(&l, p->top_k);
-    sample_temperature(&l, p->temperature);
-    sample_softmax(&l);
-    sample_top_p(&l, p->top_p);
-    sample_min_p(&l, p->min_p);
-    return sample_draw(&l, &s->rng);
+    return run_chain(s, &l);
 }
 
 int32_t brasa_sampler_sample(struct brasa_sampler *s, const float *logits)
@@ -435,13 +441,5 @@ int32_t brasa_sampler_sample(struct brasa_sampler *s, const float *logits)
     }
     struct sample_list l;
     sample_list_init(&l, s->cand, logits, (size_t)s->n_vocab);
-    sample_penalties(&l, s->counts, p->repeat_penalty, p->presence_penalty, p->frequency_penalty);
-    if (p->temperature <= 0.0f)
-        return sample_greedy(&l);
-    sample_top_k(&l, p->top_k);
-    sample_temperature(&l, p->temperature);
-    sample_softmax(&l);
-    sample_top_p(&l, p->top_p);
-    sample_min_p(&l, p->min_p);
-    return sample_draw(&l, &s->rng);
+    return run_chain(s, &l);
 }

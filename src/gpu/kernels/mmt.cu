@@ -56,8 +56,8 @@ __device__ __forceinline__ void deq32(const u8 *W, int r, int k, int e0, u32 *o)
     }
 }
 
-// a warp's accumulators: weight tiles x 2 row halves x 4 token groups x 4 values
-__device__ __forceinline__ void zero_tiles(float (*a)[2][NJ][4])
+// a warp's accumulators: weight tiles x 2 row halves x NJ token groups x 4 values
+template <typename E> __device__ __forceinline__ void zero_tiles(E (*a)[2][NJ][4])
 {
 #pragma unroll
     for (int g = 0; g < NWT; g++)
@@ -67,7 +67,7 @@ __device__ __forceinline__ void zero_tiles(float (*a)[2][NJ][4])
             for (int j = 0; j < NJ; j++)
 #pragma unroll
                 for (int c = 0; c < 4; c++)
-                    a[g][i][j][c] = 0.0f;
+                    a[g][i][j][c] = 0;
 }
 
 #if QACT
@@ -201,15 +201,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
     __shared__ int wsi[NWT][BM][NSB];
     __shared__ float wd[NWT][BM], sdx[BN];
     int isum[NWT][2][NJ][4];
-#pragma unroll
-    for (int g = 0; g < NWT; g++)
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-            for (int j = 0; j < NJ; j++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    isum[g][i][j][c] = 0;
+    zero_tiles(isum);
 #else // the blocks' scales
     __shared__ float wsw[NWT][BM][NSB], sd[BN][KT / 32];
 #endif
