@@ -448,9 +448,12 @@ extern "C" __global__ void deltanet(const float *Q, const float *Kx, const float
 // (read when the kernel runs, so a captured graph serves every K; 0: nothing to do), at most
 // TK_MAX. Each value becomes a distinct 64-bit key (the float's order-preserving bits, then the
 // complemented id), and a radix select finds the K-th largest key 8 bits at a time, counting
-// only the keys that share the bits fixed so far; the K keys at or above it are then gathered
-// and sorted (bitonic). K = 1: one max reduction. One block of 1024 threads.
+// only the keys that share the bits fixed so far. Once those are few (TK_BUF), one more pass
+// over x moves them to shared memory (and the keys above them, all in the top K, to the
+// candidates), and the remaining bytes are counted there. The K keys at or above the K-th are
+// then sorted (bitonic). K = 1: one max reduction. One block of 1024 threads.
 #define TK_MAX 256
+#define TK_BUF 2048
 #define TK_U 8 // keys loaded at once per thread (a scan waits on memory, not on arithmetic)
 // f(i, key) for every i < n of this thread's share (1024 threads)
 #define TK_SCAN(f)                                                                             \
@@ -459,7 +462,7 @@ extern "C" __global__ void deltanet(const float *Q, const float *Kx, const float
         _Pragma("unroll") for (int u = 0; u < TK_U; u++) key_[u] =                             \
             i0 + u * 1024 < n ? tk_key(x, i0 + u * 1024) : 0;                                  \
         _Pragma("unroll") for (int u = 0; u < TK_U; u++) if (i0 + u * 1024 < n)                \
-            f(i0 + u * 1024, key_[u]);                                                         \
+            f(key_[u]);                                                                        \
     }
 __device__ __forceinline__ unsigned long long tk_key(const float *x, int i)
 {
@@ -475,48 +478,59 @@ extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, c
 {
     pdl_wait();
     pdl_launch();
-    __shared__ unsigned long long hmem[32 * 256 / 2]; // histograms, or (K = 1) the reduction
+    __shared__ unsigned long long hmem[16 * 256 / 2]; // histograms, or (K = 1) the reduction
+    __shared__ unsigned long long buf[TK_BUF];         // the keys still undecided
     __shared__ unsigned above[256]; // keys in this bin and the ones above it
     __shared__ unsigned long long cand[TK_MAX];
-    __shared__ int s_digit, s_n;
+    __shared__ int s_digit, s_n, s_nb;
     __shared__ unsigned s_ex, s_cnt;
-    unsigned(*hist)[256] = (unsigned(*)[256])hmem; // one per group of 32 threads
+    unsigned(*hist)[256] = (unsigned(*)[256])hmem; // one per group of 64 threads
     const int tid = threadIdx.x;
     const int K = min(min(*kp, n), TK_MAX);
     if (K <= 0)
         return;
     if (K == 1) {
         unsigned long long best = 0;
-#define TK_MAXF(i, key) best = max(best, key)
+#define TK_MAXF(key) best = max(best, key)
         TK_SCAN(TK_MAXF)
-        hmem[tid] = best;
+        buf[tid] = best;
         __syncthreads();
         for (int span = 512; span > 0; span >>= 1) {
             if (tid < span)
-                hmem[tid] = max(hmem[tid], hmem[tid + span]);
+                buf[tid] = max(buf[tid], buf[tid + span]);
             __syncthreads();
         }
         if (tid == 0) {
-            unsigned id = 0xffffffffu - (unsigned)hmem[0];
+            unsigned id = 0xffffffffu - (unsigned)buf[0];
             out[0] = (int)id;
             out[TK_MAX] = __float_as_int(x[id]);
         }
         return;
     }
+    if (tid < TK_MAX)
+        cand[tid] = 0; // (below every key: padding for the sort)
+    if (tid == 0)
+        s_n = 0;
     unsigned long long prefix = 0, mask = 0; // the key bits fixed so far
-    int need = K; // how many of the keys with those bits belong to the top K
+    int need = K;   // how many of the keys with those bits belong to the top K
+    int nb = -1;    // keys in buf (-1: they are still read from x)
     for (int shift = 56; shift >= 0; shift -= 8) {
-        for (int i = tid; i < 32 * 256; i += 1024)
+        for (int i = tid; i < 16 * 256; i += 1024)
             (&hist[0][0])[i] = 0;
         __syncthreads();
-#define TK_COUNT(i, key)                                                                       \
+#define TK_COUNT(key)                                                                          \
     if (((key) & mask) == prefix)                                                              \
-        atomicAdd(&hist[tid >> 5][((key) >> shift) & 255], 1u);
-        TK_SCAN(TK_COUNT)
+        atomicAdd(&hist[tid >> 6][((key) >> shift) & 255], 1u);
+        if (nb < 0) {
+            TK_SCAN(TK_COUNT)
+        } else {
+            for (int i = tid; i < nb; i += 1024)
+                TK_COUNT(buf[i])
+        }
         __syncthreads();
         unsigned tot = 0;
         if (tid < 256) {
-            for (int j = 0; j < 32; j++)
+            for (int j = 0; j < 16; j++)
                 tot += hist[j][tid];
             above[tid] = tot;
         }
@@ -539,22 +553,37 @@ extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, c
         prefix |= (unsigned long long)s_digit << shift;
         mask |= 0xffull << shift;
         const bool all = s_cnt == (unsigned)need; // every key of the bin is in the top K
+        const bool few = nb < 0 && s_cnt <= TK_BUF;
         __syncthreads();
         if (all) // (keys are distinct: at the last byte a bin holds one key)
             break;
+        if (few) { // the bin's keys to buf, those above it to the candidates
+            if (tid == 0)
+                s_nb = 0;
+            __syncthreads();
+#define TK_SPLIT(key)                                                                          \
+    if (((key) & mask) > prefix)                                                               \
+        cand[atomicAdd(&s_n, 1)] = key;                                                        \
+    else if (((key) & mask) == prefix)                                                         \
+        buf[atomicAdd(&s_nb, 1)] = key;
+            TK_SCAN(TK_SPLIT)
+            __syncthreads();
+            nb = s_nb;
+        }
     }
-    if (tid == 0)
-        s_n = 0;
-    if (tid < TK_MAX)
-        cand[tid] = 0; // (below every key: padding for the sort)
-    __syncthreads();
-#define TK_GATHER(i, key)                                                                      \
-    if (((key) & mask) >= prefix) { /* exactly K keys */                                       \
+    // the keys at or above the K-th: exactly K (with those moved to cand before)
+#define TK_GATHER(key)                                                                         \
+    if (((key) & mask) >= prefix) {                                                            \
         int slot = atomicAdd(&s_n, 1);                                                         \
         if (slot < TK_MAX)                                                                     \
             cand[slot] = key;                                                                  \
     }
-    TK_SCAN(TK_GATHER)
+    if (nb < 0) {
+        TK_SCAN(TK_GATHER)
+    } else {
+        for (int i = tid; i < nb; i += 1024)
+            TK_GATHER(buf[i])
+    }
     __syncthreads();
     for (int size = 2; size <= TK_MAX; size <<= 1) // bitonic sort, largest first
         for (int st = size >> 1; st > 0; st >>= 1) {
