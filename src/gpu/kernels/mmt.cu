@@ -25,7 +25,7 @@
 #define MB 2
 #endif
 #ifndef KI
-#define KI 1
+#define KI 0
 #endif
 #define BM 64 // weight rows per block
 #define BN 64 // tokens per block
@@ -80,7 +80,7 @@ template <typename E> __device__ __forceinline__ void zero_tiles(E (*a)[2][NJ][4
 // block's product times its integer scale is summed as an integer over the super-block (one
 // IMAD per value), as ggml sums it, and becomes a float once per super-block; the min term
 // (K formats with mins) is a float update per 32 from quant_act's sums. Otherwise each block's
-// product is scaled at once (an integer to float conversion and a multiply-add per value).
+// product is scaled at once (a conversion to float and a multiply-add per value).
 #define LQ 80 // shared row stride in bytes (64 + 16: a warp's fragment loads hit 32 banks)
 #define SB (QT == T_Q6_K ? 16 : 32) // elements per weight scale
 #define KMIN (QT == T_Q4_K || QT == T_Q5_K) // a min term per 32 (the K formats with mins)
@@ -180,13 +180,6 @@ __device__ __forceinline__ void mma_s8_k16(int *c, const u32 *a, u32 b)
 #else
     (void)c, (void)a, (void)b;
 #endif
-}
-
-// An int32 of magnitude below 2^22 as a float, exactly, on the FP32 pipe (the conversion
-// instruction issues at a quarter of its rate): 1.5 x 2^23 + c has c in its low mantissa bits.
-__device__ __forceinline__ float i2f_small(int c)
-{
-    return __int_as_float(c + 0x4B400000) - 12582912.0f;
 }
 
 // The block's products over all of k, into acc
@@ -333,10 +326,10 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
                             mma_s8_k32(c, af, bf[j]);
 #endif
                             const float x0 = sd[tc][q32], x1 = sd[tc + 1][q32];
-                            a[0] += i2f_small(c[0]) * (fa * x0);
-                            a[1] += i2f_small(c[1]) * (fa * x1);
-                            a[2] += i2f_small(c[2]) * (fb * x0);
-                            a[3] += i2f_small(c[3]) * (fb * x1);
+                            a[0] += (float)c[0] * (fa * x0);
+                            a[1] += (float)c[1] * (fa * x1);
+                            a[2] += (float)c[2] * (fb * x0);
+                            a[3] += (float)c[3] * (fb * x1);
                         }
 #endif
 #if KMIN
