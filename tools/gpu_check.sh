@@ -69,11 +69,7 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
     # decode without programmatic dependent launch, for comparison
     BRASA_GPU_PDL=0 $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"$out/benchnopdl_$2_$3.txt" 2>&1
     note "bench $spec without PDL: $(grep -E 'tg128' "$out/benchnopdl_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
-    if [ "$3" = q4_k_m ]; then # prompts with integer super-block sums instead of per block
-      BRASA_GPU_MMT_INT=1 $B/brasa bench -m "$f" -p 512 -n 0 -r 2 >"$out/benchki1_$2_$3.txt" 2>&1
-      note "bench $spec, BRASA_GPU_MMT_INT=1: $(grep -E 'pp512' "$out/benchki1_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
-    fi
-    if [ "$3" = q4_k_m ] && command -v python3 >/dev/null; then
+   if [ "$3" = q4_k_m ] && command -v python3 >/dev/null; then
       # prompt attention on the tensor cores (fa.cu, heads of 128 here) and the per-token
       # kernel, each against the CPU backend: logits of a 150-token prompt (every 7th row)
       ids=$(python3 -c "print(','.join(str((i*2654435761+7)%150000) for i in range(150)))")

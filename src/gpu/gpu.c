@@ -335,7 +335,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
     if (g->n_mv == (int)(sizeof g->mv / sizeof g->mv[0]))
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[4];
-    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, env_is("BRASA_GPU_MMT_INT", "1"), v, 4)
+    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, v, 4)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, v, 4)
                       : gpu_matvec_variants(wtype, nc, glu, v, 4);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";

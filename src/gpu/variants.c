@@ -55,19 +55,20 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, struct gpu_variant
     return 2;
 }
 
-int gpu_mmt_variants(unsigned wtype, int glu, int ki, struct gpu_variant *out, int cap)
+int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
     if (!known || wtype == GGML_TYPE_F32 || cap < 2) /* F32 products stay in F32 */
         return 0;
-    /* quantized: blocks of 4 warps, 3 per SM (170 registers), else 2; F16 / BF16: blocks of 8
-     * warps, 2 per SM, else 1 */
+    /* quantized: blocks of 4 warps, 3 per SM (170 registers; with room for 255 the compiler
+     * takes 254 and 2 blocks were much slower), else 2; F16 / BF16: blocks of 8 warps, 2 per SM,
+     * else 1 */
     int f16 = wtype == GGML_TYPE_F16 || wtype == GGML_TYPE_BF16;
     for (int v = 0; v < 2; v++)
         out[v] = (struct gpu_variant){
-            "mmt.cu", 4, {{"QT", (long)wtype}, {"GLU", glu}, {"MB", (f16 ? 2 : 3) - v}, {"KI", ki}}};
+            "mmt.cu", 3, {{"QT", (long)wtype}, {"GLU", glu}, {"MB", (f16 ? 2 : 3) - v}}};
     return 2;
 }
 
@@ -91,11 +92,7 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                     n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, out + n, cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
-            for (int ki = 0; ki < 2; ki++) {
-                unsigned t = gpu_matvec_types[i];
-                if (ki || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K)
-                    n += gpu_mmt_variants(t, glu, ki, out + n, cap - n);
-            }
+            n += gpu_mmt_variants(gpu_matvec_types[i], glu, out + n, cap - n);
     for (int hd = 64; hd <= 128 && n < cap; hd *= 2) /* prompt attention */
         out[n++] = (struct gpu_variant){"fa.cu", 1, {{"HD", hd}}};
     return n;

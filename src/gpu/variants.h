@@ -21,10 +21,9 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
  * nr weight rows per lane group (1, 2 or 4; at least 2 with glu) and ks warps per group (1, 2
  * or 4); returns their count (0: no such kernel). */
 int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, struct gpu_variant *out, int cap);
-/* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up, K formats with
- * integer super-block sums (ki) or a float update per block; candidates in order of preference,
- * returns their count (0: no such kernel). */
-int gpu_mmt_variants(unsigned wtype, int glu, int ki, struct gpu_variant *out, int cap);
+/* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up: candidates in
+ * order of preference; returns their count (0: no such kernel). */
+int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap);
 /* All variants (for the compile test): fills out, returns the count. */
 int gpu_all_variants(struct gpu_variant *out, int cap);
 /* Weight types with a matvec kernel. */

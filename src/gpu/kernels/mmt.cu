@@ -11,8 +11,7 @@
 // Epilogue as matvec.cu: bias, residual add (y = res + rscale * acc), up to three weights that
 // read the same activation (each a multiple of 64 rows but the last), or with GLU the gate and
 // up tiles together and the SwiGLU output.
-// Parameters: QT (weight type), GLU, MB (blocks per SM the register budget must allow), KI (K
-// formats: integer super-block sums, else a float update per block).
+// Parameters: QT (weight type), GLU, MB (blocks per SM the register budget must allow).
 #include "common.cuh"
 
 #ifndef QT
@@ -23,9 +22,6 @@
 #endif
 #ifndef MB
 #define MB 2
-#endif
-#ifndef KI
-#define KI 0
 #endif
 #define BM 64 // weight rows per block
 #define BN 64 // tokens per block
@@ -75,36 +71,23 @@ template <typename E> __device__ __forceinline__ void zero_tiles(E (*a)[2][NJ][4
 // The weight tile holds the integer weight values (Q4_0: q - 8; Q4_K: q; Q5_K: q with its
 // fifth bit; Q6_K: q - 32; Q8_0: q), all within int8, and the activation tile quant_act's int8
 // values: mma.sync m16n8k32 (Q6_K, with a scale per 16: m16n8k16) gives each block's exact
-// integer product.
-// K formats with KI (KINT): the activation's scale is one per 256 (quant_act mode 1), so each
-// block's product times its integer scale is summed as an integer over the super-block (one
-// IMAD per value), as ggml sums it, and becomes a float once per super-block; the min term
-// (K formats with mins) is a float update per 32 from quant_act's sums. Otherwise each block's
-// product is scaled at once (a conversion to float and a multiply-add per value).
+// integer product, then scaled by the weight row's and the token's scales less the min term.
 #define LQ 80 // shared row stride in bytes (64 + 16: a warp's fragment loads hit 32 banks)
 #define SB (QT == T_Q6_K ? 16 : 32) // elements per weight scale
 #define KMIN (QT == T_Q4_K || QT == T_Q5_K) // a min term per 32 (the K formats with mins)
-#define KINT (KI && (QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K)) // integer sums
 #define NSB (KT / SB)               // weight scales per row and step
 
-// The scales of 32 weight values: K formats the integer scales of each SB (s) and the min (m)
-// with the super-block's d and dmin; Q8_0 / Q4_0 the block's d.
-struct wscale {
-    int s[2], m;
-    float d, dm;
-};
-
-// Elements [e0, e0 + 32) of row r of W (N blocks in all) as 32 int8 in o[8] (e0 % 32 == 0)
+// Elements [e0, e0 + 32) of row r of W (N blocks in all) as 32 int8 in o[8] (e0 % 32 == 0),
+// with the scale of each SB and (K formats) the min: w = sw * q - mw.
 __device__ __forceinline__ void deq32i(const u8 *W, i64 N, int r, int k, int e0, u32 *o,
-                                       wscale &sc)
+                                       float *sw, float *mw)
 {
     const u32 m4 = 0x0F0F0F0Fu; // (Q8_0 needs no nibble mask)
     (void)m4;
-    sc.s[0] = sc.s[1] = sc.m = 0;
-    sc.dm = 0.0f;
+    mw[0] = mw[1] = 0.0f;
 #if QT == T_Q8_0 || QT == T_Q4_0
     qblk b = qblock(QT, W, N, (i64)r * (k / 32) + e0 / 32);
-    sc.d = h2f(ld16(b.d));
+    sw[0] = sw[1] = h2f(ld16(b.d));
 #if QT == T_Q8_0
     uint4 u0 = *(const uint4 *)b.q, u1 = *(const uint4 *)(b.q + 16);
     o[0] = u0.x, o[1] = u0.y, o[2] = u0.z, o[3] = u0.w;
@@ -120,10 +103,10 @@ __device__ __forceinline__ void deq32i(const u8 *W, i64 N, int r, int k, int e0,
 #endif
 #elif QT == T_Q4_K || QT == T_Q5_K
     qblk b = qblock(QT, W, N, (i64)r * (k / 256) + e0 / 256);
-    int j = (e0 % 256) / 32;
-    kscale(j, b.h + 4, &sc.s[0], &sc.m);
-    sc.d = h2f(ld16(b.h));
-    sc.dm = h2f(ld16(b.h + 2));
+    int j = (e0 % 256) / 32, sc, mn;
+    kscale(j, b.h + 4, &sc, &mn);
+    sw[0] = sw[1] = h2f(ld16(b.h)) * (float)sc;
+    mw[0] = mw[1] = h2f(ld16(b.h + 2)) * (float)mn;
     const u8 *qs = b.q + 32 * (j >> 1);
     uint4 u0 = *(const uint4 *)qs, u1 = *(const uint4 *)(qs + 16);
     u32 w[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
@@ -143,10 +126,10 @@ __device__ __forceinline__ void deq32i(const u8 *W, i64 N, int r, int k, int e0,
     qblk b = qblock(QT, W, N, (i64)r * (k / 256) + e0 / 256);
     int e = e0 % 256, h = e / 128, qu = (e % 128) / 32;
     const u8 *ql = b.q + 64 * h + ((qu & 1) ? 32 : 0), *qh = b.h + 32 * h;
-    const i8 *s = (const i8 *)b.s + 8 * h + 2 * qu;
-    sc.d = h2f(ld16(b.d));
-    sc.s[0] = s[0];
-    sc.s[1] = s[1];
+    const i8 *sc = (const i8 *)b.s + 8 * h + 2 * qu;
+    float d = h2f(ld16(b.d));
+    sw[0] = d * (float)sc[0];
+    sw[1] = d * (float)sc[1];
     uint4 l0 = *(const uint4 *)ql, l1 = *(const uint4 *)(ql + 16);
     uint4 g0 = *(const uint4 *)qh, g1 = *(const uint4 *)(qh + 16);
     u32 lw[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
@@ -162,10 +145,10 @@ __device__ __forceinline__ void deq32i(const u8 *W, i64 N, int r, int k, int e0,
 __device__ __forceinline__ void mma_s8_k32(int *c, const u32 *a, const u32 *b)
 {
 #if !BRASA_HIP
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
-        "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #else
     (void)c, (void)a, (void)b;
 #endif
@@ -173,10 +156,10 @@ __device__ __forceinline__ void mma_s8_k32(int *c, const u32 *a, const u32 *b)
 __device__ __forceinline__ void mma_s8_k16(int *c, const u32 *a, u32 b)
 {
 #if !BRASA_HIP
-    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
-        "{%4,%5}, {%6}, {%0,%1,%2,%3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(b));
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
+                 "{%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b));
 #else
     (void)c, (void)a, (void)b;
 #endif
@@ -190,77 +173,54 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 {
     __shared__ __align__(16) u8 ws[NWT][BM * LQ];
     __shared__ __align__(16) u8 xs[BN * LQ];
-#if KINT // integer scales per SB, the super-block's d, the token's scale
-    __shared__ int wsi[NWT][BM][NSB];
-    __shared__ float wd[NWT][BM], sdx[BN];
-    int isum[NWT][2][NJ][4];
-    zero_tiles(isum);
-#else // the blocks' scales
     __shared__ float wsw[NWT][BM][NSB], sd[BN][KT / 32];
-#endif
 #if KMIN // the weight rows' mins, the tokens' scaled sums
     __shared__ float wmw[NWT][BM][KT / 32], sa[BN][KT / 32];
 #endif
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = WROW(warp), wn = WTOK(warp); // the warp's rows and tokens
-    const int g4 = lane >> 2, t4 = lane & 3;   // fragment row / column group
+    const int lr = tid >> 1, lh = (tid & 1) * 32;          // this thread's load row and half
+    const int g4 = lane >> 2, t4 = lane & 3;               // fragment row / column group
     for (int kk = 0; kk < k; kk += KT) {
-        // weight tiles, then the activation tile: 128 jobs each, row (or token) lr,
-        // elements kk + lh .. +32
-        for (int job = tid; job < (NWT + 1) * 128; job += NT) {
-            const int g = job >> 7, lr = (job & 127) >> 1, lh = (job & 1) * 32;
-            if (g < NWT) { // (rows past the end repeat the last)
-                int r = min(row0 + lr, nrows - 1);
+        { // weight tiles: row lr, elements kk + lh .. +32 (rows past the end repeat the last)
+            int r = min(row0 + lr, nrows - 1);
+#pragma unroll
+            for (int g = 0; g < NWT; g++) {
                 u32 o[8];
-                wscale sc;
-                deq32i(g ? Wu : W, N, r, k, kk + lh, o, sc);
+                float sw[2], mw[2];
+                deq32i(g ? Wu : W, N, r, k, kk + lh, o, sw, mw);
                 uint4 *dst = (uint4 *)&ws[g][lr * LQ + lh];
                 dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
                 dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
-#if KINT
 #if SB == 16
-                wsi[g][lr][lh / 16] = sc.s[0];
-                wsi[g][lr][lh / 16 + 1] = sc.s[1];
+                wsw[g][lr][lh / 16] = sw[0];
+                wsw[g][lr][lh / 16 + 1] = sw[1];
 #else
-                wsi[g][lr][lh / 32] = sc.s[0];
-#endif
-                wd[g][lr] = sc.d;
-#elif SB == 16
-                wsw[g][lr][lh / 16] = sc.d * (float)sc.s[0];
-                wsw[g][lr][lh / 16 + 1] = sc.d * (float)sc.s[1];
-#elif KMIN
-                wsw[g][lr][lh / 32] = sc.d * (float)sc.s[0];
-#else
-                wsw[g][lr][lh / 32] = sc.d;
+                wsw[g][lr][lh / 32] = sw[0];
 #endif
 #if KMIN
-                wmw[g][lr][lh / 32] = sc.dm * (float)sc.m;
+                wmw[g][lr][lh / 32] = mw[0];
 #endif
-            } else { // (zeros past the last token)
-                int t = t0 + lr;
-                uint4 *dst = (uint4 *)&xs[lr * LQ + lh];
-                float dx = 0.0f, mx = 0.0f;
-                if (t < T) {
-                    const uint4 *src = (const uint4 *)(xq + (i64)t * k + kk + lh);
-                    dst[0] = src[0];
-                    dst[1] = src[1];
-                    dx = xd[(i64)t * (k / 32) + (kk + lh) / 32];
-#if KMIN
-                    const int *s16 = xsum + (i64)t * (k / 16) + (kk + lh) / 16;
-                    mx = dx * (float)(s16[0] + s16[1]);
-#endif
-                } else {
-                    dst[0] = dst[1] = make_uint4(0, 0, 0, 0);
-                }
-                (void)mx;
-#if KINT
-                if (lh == 0)
-                    sdx[lr] = dx; // (the same for the whole super-block)
-#else
+            }
+        }
+        { // activation tile: token lr, elements kk + lh .. +32 (zeros past the last token)
+            int t = t0 + lr;
+            uint4 *dst = (uint4 *)&xs[lr * LQ + lh];
+            if (t < T) {
+                const uint4 *src = (const uint4 *)(xq + (i64)t * k + kk + lh);
+                dst[0] = src[0];
+                dst[1] = src[1];
+                float dx = xd[(i64)t * (k / 32) + (kk + lh) / 32];
                 sd[lr][lh / 32] = dx;
-#endif
 #if KMIN
-                sa[lr][lh / 32] = mx;
+                const int *s16 = xsum + (i64)t * (k / 16) + (kk + lh) / 16;
+                sa[lr][lh / 32] = dx * (float)(s16[0] + s16[1]);
+#endif
+            } else {
+                dst[0] = dst[1] = make_uint4(0, 0, 0, 0);
+                sd[lr][lh / 32] = 0.0f;
+#if KMIN
+                sa[lr][lh / 32] = 0.0f;
 #endif
             }
         }
@@ -268,9 +228,9 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #pragma unroll
         for (int ks = 0; ks < KT; ks += 32) {
             const int q32 = ks / 32;
-            u32 bf[NJ][2];
+            u32 bf[4][2];
 #pragma unroll
-            for (int j = 0; j < NJ; j++) {
+            for (int j = 0; j < 4; j++) {
                 const u8 *xp = &xs[(wn + j * 8 + g4) * LQ + ks + 4 * t4];
                 bf[j][0] = *(const u32 *)xp;
                 bf[j][1] = *(const u32 *)(xp + 16);
@@ -283,88 +243,40 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
                     const u8 *wp = &ws[g][rr * LQ + ks + 4 * t4];
                     u32 af[4] = {*(const u32 *)wp, *(const u32 *)(wp + 8 * LQ),
                                  *(const u32 *)(wp + 16), *(const u32 *)(wp + 8 * LQ + 16)};
+#pragma unroll
+                    for (int h = 0; h < 32 / SB; h++) { // Q6_K: the two halves' scales
+                        const int sb = (ks + SB * h) / SB;
+                        const float sa0 = wsw[g][rr][sb], sb8 = wsw[g][rr + 8][sb];
 #if KMIN
-                    const float ma = wmw[g][rr][q32], mb = wmw[g][rr + 8][q32];
-#endif
-#if KINT && SB == 16
-                    const int sa0 = wsi[g][rr][ks / 16], sa1 = wsi[g][rr][ks / 16 + 1];
-                    const int sb0 = wsi[g][rr + 8][ks / 16], sb1 = wsi[g][rr + 8][ks / 16 + 1];
-#elif KINT
-                    const int sa0 = wsi[g][rr][q32], sb0 = wsi[g][rr + 8][q32];
+                        const float ma = wmw[g][rr][q32], mb = wmw[g][rr + 8][q32];
 #endif
 #pragma unroll
-                    for (int j = 0; j < NJ; j++) {
-                        const int tc = wn + j * 8 + 2 * t4; // tokens of c0 (c2), c1 (c3)
-                        float *a = acc[g][i][j];
-#if KINT
-                        int *s = isum[g][i][j];
-                        int c[4] = {0, 0, 0, 0};
-#if SB == 16
-                        int e[4] = {0, 0, 0, 0};
-                        mma_s8_k16(c, af, bf[j][0]);
-                        mma_s8_k16(e, af + 2, bf[j][1]);
-                        s[0] += sa0 * c[0] + sa1 * e[0];
-                        s[1] += sa0 * c[1] + sa1 * e[1];
-                        s[2] += sb0 * c[2] + sb1 * e[2];
-                        s[3] += sb0 * c[3] + sb1 * e[3];
-#else
-                        mma_s8_k32(c, af, bf[j]);
-                        s[0] += sa0 * c[0];
-                        s[1] += sa0 * c[1];
-                        s[2] += sb0 * c[2];
-                        s[3] += sb0 * c[3];
-#endif
-#else
-#pragma unroll
-                        for (int h = 0; h < 32 / SB; h++) { // Q6_K: the two halves' scales
-                            const int sb = (ks + SB * h) / SB;
-                            const float fa = wsw[g][rr][sb], fb = wsw[g][rr + 8][sb];
+                        for (int j = 0; j < 4; j++) {
                             int c[4] = {0, 0, 0, 0};
 #if SB == 16
-                            mma_s8_k16(c, af + 2 * h, bf[j][h]);
+                            u32 ah[2] = {af[2 * h], af[2 * h + 1]};
+                            mma_s8_k16(c, ah, bf[j][h]);
 #else
                             mma_s8_k32(c, af, bf[j]);
 #endif
+                            const int tc = wn + j * 8 + 2 * t4; // tokens of c0 (c2), c1 (c3)
                             const float x0 = sd[tc][q32], x1 = sd[tc + 1][q32];
-                            a[0] += (float)c[0] * (fa * x0);
-                            a[1] += (float)c[1] * (fa * x1);
-                            a[2] += (float)c[2] * (fb * x0);
-                            a[3] += (float)c[3] * (fb * x1);
-                        }
-#endif
+                            float *a = acc[g][i][j];
+                            a[0] += (float)c[0] * (sa0 * x0);
+                            a[1] += (float)c[1] * (sa0 * x1);
+                            a[2] += (float)c[2] * (sb8 * x0);
+                            a[3] += (float)c[3] * (sb8 * x1);
 #if KMIN
-                        const float m0 = sa[tc][q32], m1 = sa[tc + 1][q32];
-                        a[0] -= ma * m0;
-                        a[1] -= ma * m1;
-                        a[2] -= mb * m0;
-                        a[3] -= mb * m1;
+                            const float m0 = sa[tc][q32], m1 = sa[tc + 1][q32];
+                            a[0] -= ma * m0;
+                            a[1] -= ma * m1;
+                            a[2] -= mb * m0;
+                            a[3] -= mb * m1;
 #endif
-                        (void)a, (void)tc;
+                        }
                     }
                 }
         }
-#if KINT
-        if ((kk + KT) % 256 == 0) // the super-block's last step: its sums into acc
-#pragma unroll
-            for (int g = 0; g < NWT; g++)
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    const int rr = wm + i * 16 + g4;
-                    const float da = wd[g][rr], db = wd[g][rr + 8];
-#pragma unroll
-                    for (int j = 0; j < NJ; j++) {
-                        const int tc = wn + j * 8 + 2 * t4;
-                        const float x0 = sdx[tc], x1 = sdx[tc + 1];
-                        float *a = acc[g][i][j];
-                        int *s = isum[g][i][j];
-                        a[0] += (da * x0) * (float)s[0];
-                        a[1] += (da * x1) * (float)s[1];
-                        a[2] += (db * x0) * (float)s[2];
-                        a[3] += (db * x1) * (float)s[3];
-                        s[0] = s[1] = s[2] = s[3] = 0;
-                    }
-                }
-#endif
         __syncthreads();
     }
     (void)xf, (void)xsum; // (xsum: the K formats' min terms only)
