@@ -62,13 +62,15 @@ int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap)
         known |= gpu_matvec_types[i] == wtype;
     if (!known || wtype == GGML_TYPE_F32 || cap < 2) /* F32 products stay in F32 */
         return 0;
-    /* quantized: blocks of 4 warps, 3 per SM (170 registers; with room for 255 the compiler
-     * takes 254 and 2 blocks were much slower), else 2; F16 / BF16: blocks of 8 warps, 2 per SM,
-     * else 1 */
-    int f16 = wtype == GGML_TYPE_F16 || wtype == GGML_TYPE_BF16;
+    /* quantized: one variant (blocks of 4 warps, registers as the compiler likes: 160-168,
+     * 3 blocks per SM); F16 / BF16: blocks of 8 warps, 2 per SM, else 1 */
+    if (wtype != GGML_TYPE_F16 && wtype != GGML_TYPE_BF16) {
+        out[0] = (struct gpu_variant){"mmt.cu", 2, {{"QT", (long)wtype}, {"GLU", glu}}};
+        return 1;
+    }
     for (int v = 0; v < 2; v++)
-        out[v] = (struct gpu_variant){
-            "mmt.cu", 3, {{"QT", (long)wtype}, {"GLU", glu}, {"MB", (f16 ? 2 : 3) - v}}};
+        out[v] = (struct gpu_variant){"mmt.cu", 3,
+                                      {{"QT", (long)wtype}, {"GLU", glu}, {"MB", 2 - v}}};
     return 2;
 }
 
