@@ -69,7 +69,7 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
     # decode without programmatic dependent launch, for comparison
     BRASA_GPU_PDL=0 $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"$out/benchnopdl_$2_$3.txt" 2>&1
     note "bench $spec without PDL: $(grep -E 'tg128' "$out/benchnopdl_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
-   if [ "$3" = q4_k_m ] && command -v python3 >/dev/null; then
+    if [ "$3" = q4_k_m ] && command -v python3 >/dev/null; then
       # prompt attention on the tensor cores (fa.cu, heads of 128 here) and the per-token
       # kernel, each against the CPU backend: logits of a 150-token prompt (every 7th row)
       ids=$(python3 -c "print(','.join(str((i*2654435761+7)%150000) for i in range(150)))")
@@ -110,8 +110,7 @@ PY
         done
         note "device candidates, $spec, temp $t: $(cmp -s /tmp/gen_1.txt /tmp/gen_0.txt && echo same text || echo TEXT DIFFERS); generate tok/s on device / whole row: $(grep -m1 generate /tmp/gen_1.err | awk '{print $7}') / $(grep -m1 generate /tmp/gen_0.err | awk '{print $7}')"
       done
-    fi
-    if [ "$3" = q4_k_m ]; then  # where the time goes, kernel by kernel: decode, then a prompt
+      # where the time goes, kernel by kernel: decode, then a prompt
       BRASA_GPU_PROFILE=1 $B/brasa run -m "$f" -p "word" -n 64 --temp 0 --ignore-eos \
         >/dev/null 2>"$out/prof_$2_$3.txt"
       BRASA_GPU_PROFILE=1 $B/brasa run -m "$f" -p "$(printf 'word %.0s' $(seq 500))" -n 1 \

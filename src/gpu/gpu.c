@@ -315,12 +315,6 @@ void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *
     *cached = g->jit.n_cached;
 }
 
-static bool env_is(const char *name, const char *v)
-{
-    const char *e = getenv(name);
-    return e && strcmp(e, v) == 0;
-}
-
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
@@ -460,6 +454,11 @@ static brasa_status weight_dev(struct gpu *g, const struct graph_node *n, CUdevi
 /* ---------------------------------------------------------------- sessions */
 
 /* $name equals v; $name as an integer (def when unset) */
+static bool env_is(const char *name, const char *v)
+{
+    const char *e = getenv(name);
+    return e && strcmp(e, v) == 0;
+}
 static int env_int(const char *name, int def)
 {
     const char *e = getenv(name);

@@ -45,12 +45,16 @@ double sample_rng_uniform(struct sample_rng *r)
 
 /* ---- candidate list ---- */
 
+/* A candidate: NaN reads as -inf */
+static struct sample_cand cand_of(int32_t id, float x)
+{
+    return (struct sample_cand){id, isnan(x) ? -INFINITY : x, 0.0f};
+}
+
 void sample_list_init(struct sample_list *l, struct sample_cand *storage, const float *logits, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float x = logits[i];
-        storage[i] = (struct sample_cand){(int32_t)i, isnan(x) ? -INFINITY : x, 0.0f};
-    }
+    for (size_t i = 0; i < n; i++)
+        storage[i] = cand_of((int32_t)i, logits[i]);
     l->c = storage;
     l->n = n;
     l->sorted = false;
@@ -422,7 +426,7 @@ int32_t sampler_sample_top(struct brasa_sampler *s, const int32_t *ids, const fl
 {
     struct sample_list l = {.c = s->cand, .n = (size_t)n, .sorted = false};
     for (int i = 0; i < n; i++)
-        s->cand[i] = (struct sample_cand){ids[i], isnan(logits[i]) ? -INFINITY : logits[i], 0.0f};
+        s->cand[i] = cand_of(ids[i], logits[i]);
     return run_chain(s, &l);
 }
 
