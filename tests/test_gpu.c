@@ -245,15 +245,15 @@ TEST(graph_equals_eager)
         REQUIRE(st == BRASA_OK);
         int32_t prompt[5] = {1, 20, 300, 40, 5};
         struct brasa_err err = {{0}};
-        CHECK(brasa_session_eval(s1, prompt, 5, NULL, &err) == BRASA_OK);
-        CHECK(brasa_session_eval(s2, prompt, 5, NULL, &err) == BRASA_OK);
+        CHECKF(brasa_session_eval(s1, prompt, 5, NULL, &err) == BRASA_OK, "%s", err.msg);
+        CHECKF(brasa_session_eval(s2, prompt, 5, NULL, &err) == BRASA_OK, "%s", err.msg);
         int same = 1;
         struct brasa_model_info info;
         brasa_model_get_info(m1, &info);
         for (int k = 0; k < 16; k++) {
             int32_t id = (int32_t)((k * 37 + 11) % info.n_vocab);
-            CHECK(brasa_session_eval(s1, &id, 1, NULL, &err) == BRASA_OK);
-            CHECK(brasa_session_eval(s2, &id, 1, NULL, &err) == BRASA_OK);
+            CHECKF(brasa_session_eval(s1, &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
+            CHECKF(brasa_session_eval(s2, &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
             same &= memcmp(brasa_session_logits(s1), brasa_session_logits(s2),
                            (size_t)info.n_vocab * 4) == 0;
         }
@@ -287,15 +287,15 @@ TEST(long_context_f16_cache)
         for (int i = 0; i < n; i++)
             tok[i] = (int32_t)(test_rand_u64(&seed) % 1000);
         struct brasa_err err = {{0}};
-        CHECK(brasa_session_eval(sg, tok, n, NULL, &err) == BRASA_OK);
-        CHECK(brasa_session_eval(sc, tok, n, NULL, &err) == BRASA_OK);
+        CHECKF(brasa_session_eval(sg, tok, n, NULL, &err) == BRASA_OK, "%s", err.msg);
+        CHECKF(brasa_session_eval(sc, tok, n, NULL, &err) == BRASA_OK, "%s", err.msg);
         double e = 0;
         struct brasa_model_info info;
         brasa_model_get_info(mg, &info);
         for (int k = 0; k < 8; k++) {
             int32_t id = tok[k];
-            CHECK(brasa_session_eval(sg, &id, 1, NULL, &err) == BRASA_OK);
-            CHECK(brasa_session_eval(sc, &id, 1, NULL, &err) == BRASA_OK);
+            CHECKF(brasa_session_eval(sg, &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
+            CHECKF(brasa_session_eval(sc, &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
             e = fmax(e, rel_err(brasa_session_logits(sg), brasa_session_logits(sc),
                                 brasa_session_logits(sc), (size_t)info.n_vocab));
         }
@@ -349,8 +349,8 @@ TEST(device_candidates)
             brasa_session_reset(s2);
             brasa_session_set_sampler(s1, a); /* s2: the whole row */
             int32_t prompt[6] = {1, 20, 300, 40, 5, 77};
-            CHECK(brasa_session_eval(s1, prompt, 6, NULL, &err) == BRASA_OK);
-            CHECK(brasa_session_eval(s2, prompt, 6, NULL, &err) == BRASA_OK);
+            CHECKF(brasa_session_eval(s1, prompt, 6, NULL, &err) == BRASA_OK, "%s", err.msg);
+            CHECKF(brasa_session_eval(s2, prompt, 6, NULL, &err) == BRASA_OK, "%s", err.msg);
             int same = 1;
             for (int k = 0; k < 24 && same; k++) {
                 int32_t x = brasa_session_sample(s1, a);
@@ -358,8 +358,8 @@ TEST(device_candidates)
                 same &= x == y;
                 brasa_sampler_accept(a, y);
                 brasa_sampler_accept(b, y);
-                CHECK(brasa_session_eval(s1, &y, 1, NULL, &err) == BRASA_OK);
-                CHECK(brasa_session_eval(s2, &y, 1, NULL, &err) == BRASA_OK);
+                CHECKF(brasa_session_eval(s1, &y, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
+                CHECKF(brasa_session_eval(s2, &y, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
             }
             CHECKF(same, "%s, config %zu: device candidates drew another token", files[f], c);
             const float *r1 = brasa_session_logits(s1), *r2 = brasa_session_logits(s2);

@@ -168,3 +168,14 @@ __device__ __forceinline__ void pdl_launch()
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
+
+// A short pause in a spin-wait (the thread polls memory another block will write).
+__device__ __forceinline__ void port_sleep()
+{
+#if BRASA_HIP
+    __builtin_amdgcn_s_sleep(2);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(32);
+#endif
+}
+
