@@ -342,10 +342,12 @@ __device__ __forceinline__ void act_convert(int t, const float *xin, const float
     if (threadIdx.x < SYNC_COPIES)
         atomicAdd(sync + 32 * threadIdx.x, 1u);
 }
-// The copy of the count this block reads (the waiting blocks spread over SYNC_COPIES L2 lines)
+// The copy of the count the blocks of this SM read (the waiting blocks spread over
+// SYNC_COPIES L2 lines; the SM's number is read where it is used, so that no register holds
+// it through the loop: with the block's index, the gate+up kernel spilled at 64 registers)
 __device__ __forceinline__ const u32 *cnt_of(const u32 *sync)
 {
-    return sync + 32 * (blockIdx.x % SYNC_COPIES);
+    return sync + 32 * (port_sm_id() % SYNC_COPIES);
 }
 // act_wait: every thread with pieces, before it reads the activation; f: the count it read
 // before its first weight loads.

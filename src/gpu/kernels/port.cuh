@@ -179,3 +179,15 @@ __device__ __forceinline__ void port_sleep()
 #endif
 }
 
+
+// The number of the multiprocessor the thread runs on, read anew at every call (0 on AMD).
+__device__ __forceinline__ unsigned port_sm_id()
+{
+#if BRASA_HIP
+    return 0;
+#else
+    unsigned r;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+    return r;
+#endif
+}
