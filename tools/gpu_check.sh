@@ -69,9 +69,6 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
     # decode without programmatic dependent launch, for comparison
     BRASA_GPU_PDL=0 $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"$out/benchnopdl_$2_$3.txt" 2>&1
     note "bench $spec without PDL: $(grep -E 'tg128' "$out/benchnopdl_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
-    # decode with the activation conversions as separate launches, for comparison
-    BRASA_GPU_FUSEQ=0 $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"$out/benchnofq_$2_$3.txt" 2>&1
-    note "bench $spec with quant_act launches: $(grep -E 'tg128' "$out/benchnofq_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
     if [ "$3" = q4_k_m ] && command -v python3 >/dev/null; then
       # prompt attention on the tensor cores (fa.cu, heads of 128 here) and the per-token
       # kernel, each against the CPU backend: logits of a 150-token prompt (every 7th row)

@@ -104,7 +104,6 @@ struct gpu {
 };
 
 #define MAX_ARGS 24
-#define SYNC_SLOTS 512 /* counters of 32 copies, 128 bytes apart (mvd.cu) */
 union argv {
     CUdeviceptr p;
     int i;
@@ -166,9 +165,6 @@ struct gpu_sess {
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
-    bool fuseq;              /* decode products convert their own activation (BRASA_GPU_FUSEQ) */
-    CUdeviceptr d_sync;      /* SYNC_SLOTS x 4 KB: those launches' block counters (mvd.cu) */
-    bool sync_dirty;         /* a run may have stopped mid-way: zero d_sync before the next */
     /* BRASA_GPU_PROFILE=1: eager launches with an event after each; time per kernel name,
      * printed when the session ends */
     bool prof;
@@ -486,7 +482,6 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     if (s->mmt_min < 2)
         s->mmt_min = 256;
-    s->fuseq = !env_is("BRASA_GPU_FUSEQ", "0");
     s->mmt = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_MMT", "0");
     s->prof = env_is("BRASA_GPU_PROFILE", "1");
     s->pdl = g->d.cuLaunchKernelEx && g->jit.arch >= 90 && !drv_is_hip(&g->d) &&
@@ -498,10 +493,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
         (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev1, CU_EVENT_DEFAULT)) ||
         (st = gmem_alloc(&g->mem, &s->d_top, (1 + 2 * TK_MAX) * 4, "sampler candidates",
                          "session", err)) ||
-        (st = DRV_CALL(&g->d, err, cuMemAllocHost, (void **)&s->h_top, (1 + 2 * TK_MAX) * 4)) ||
-        (st = gmem_alloc(&g->mem, &s->d_sync, SYNC_SLOTS * 4096, "block counters", "session",
-                         err)) ||
-        (st = DRV_CALL(&g->d, err, cuMemsetD8Async, s->d_sync, 0, SYNC_SLOTS * 4096, s->st))) {
+        (st = DRV_CALL(&g->d, err, cuMemAllocHost, (void **)&s->h_top, (1 + 2 * TK_MAX) * 4))) {
         gpu_sess_free(s);
         return st;
     }
@@ -545,7 +537,6 @@ void gpu_sess_free(struct gpu_sess *s)
     gmem_free(&g->mem, s->ws);
     gmem_free(&g->mem, s->d_io);
     gmem_free(&g->mem, s->d_top);
-    gmem_free(&g->mem, s->d_sync);
     if (s->ev0)
         g->d.cuEventDestroy(s->ev0);
     if (s->ev1)
@@ -641,9 +632,6 @@ struct pb {
     const struct graph *g;
     struct plan *p;
     CUdeviceptr ws, xq, xd, xs, xf, part;
-    CUdeviceptr own;            /* the activations converted by the products themselves */
-    size_t own_off;
-    CUdeviceptr cq, cd, cs, cf; /* where the current activation is (xq, xd, xs, xf, or own) */
     int *nuse;       /* consumers per node */
     int *normsrc;    /* MATMUL: the RMS_NORM folded into its activation conversion, or -1 */
     int *resadd;     /* MATMUL: the ADD folded into its epilogue, or -1 */
@@ -654,8 +642,6 @@ struct pb {
     int *glu;        /* MATMUL (gate): the SWIGLU its launch writes (with the up MATMUL), or -1 */
     bool *skip;
     int q_src, q_mode; /* what the activation scratch holds now */
-    int nsync;         /* counters of d_sync taken by the plan's launches */
-    bool top;          /* the plan ends with the topk kernel (which zeroes those counters) */
     struct brasa_err *err;
 };
 
@@ -732,36 +718,6 @@ static void ap_outputs(struct launch *l, const CUdeviceptr *y, const CUdeviceptr
         ai(l, r[j]);
 }
 
-/* Bytes of an activation converted for weights in conversion mode `mode` (quant_act's
- * layout): xq, xd, xs (modes 0, 1) or xf, each 256-aligned. */
-#define UP(x) (((x) + 255) & ~(size_t)255)
-static size_t act_bytes(size_t k, int mode)
-{
-    return mode >= 2 ? UP(k * 4) : UP(k) + UP(k / 32 * 4 + 4) + UP(k / 16 * 4 + 4);
-}
-
-/* A quant_act launch: converts x (T rows of k; with the RMSNorm of nw, eps where nw is set)
- * into the activation scratch for the products of weights in conversion mode `mode`. */
-static brasa_status plan_quant(struct pb *b, int i, CUdeviceptr x, CUdeviceptr nw, float eps,
-                               long T, long k, int mode)
-{
-    struct launch *l = L(b, K_QUANT, NULL, NULL, i, (unsigned)T, (unsigned)((k + 2047) / 2048),
-                         1, 256, 0);
-    if (!l)
-        return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
-    ap(l, x);
-    ap(l, nw);
-    af(l, eps);
-    ai(l, k);
-    ai(l, mode);
-    ap(l, b->xq);
-    ap(l, b->xd);
-    ap(l, b->xf);
-    ap(l, b->xs);
-    b->cq = b->xq, b->cd = b->xd, b->cs = b->xs, b->cf = b->xf;
-    return BRASA_OK;
-}
-
 static brasa_status plan_matmul(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
@@ -785,30 +741,36 @@ static brasa_status plan_matmul(struct pb *b, int i)
     if ((mode == 0 && k % 32) || (mode == 1 && k % 256) || k % 8)
         return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: k = %ld does not fit the GPU "
                           "kernels", n->name, k);
-    /* the activation conversion: by a quant_act launch before the product, or (one-token
-     * decode products) by the product's own first blocks (mvd.cu, act_convert) */
     int key = norm >= 0 ? norm : src;
-    bool need_q = b->q_src != key || b->q_mode != mode;
-    CUdeviceptr qx = 0, qnw = 0;
-    float qeps = 0;
-    if (need_q) {
+    if (b->q_src != key || b->q_mode != mode) {
+        CUdeviceptr x, nw = 0;
+        float eps = 0;
         if (norm >= 0) {
             const struct graph_node *r = &b->g->nodes[norm];
-            if ((st = dev_of(b, r->in[0], &qx)) || (st = dev_of(b, r->in[1], &qnw)))
+            if ((st = dev_of(b, r->in[0], &x)) || (st = dev_of(b, r->in[1], &nw)))
                 return st;
-            qeps = r->p.f[0];
-        } else if ((st = dev_of(b, src, &qx))) {
+            eps = r->p.f[0];
+        } else if ((st = dev_of(b, src, &x))) {
             return st;
         }
-        if ((st = rng(b, qx, (size_t)T * k * 4, "matmul input", i)) ||
-            (qnw && (st = rng(b, qnw, (size_t)k * 4, "norm weight", i))))
+        if ((st = rng(b, x, (size_t)T * k * 4, "matmul input", i)))
             return st;
+        struct launch *l = L(b, K_QUANT, NULL, NULL, i, (unsigned)T, (unsigned)((k + 2047) / 2048),
+                             1, 256, 0);
+        if (!l)
+            return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
+        ap(l, x);
+        ap(l, nw);
+        af(l, eps);
+        ai(l, k);
+        ai(l, mode);
+        ap(l, b->xq);
+        ap(l, b->xd);
+        ap(l, b->xf);
+        ap(l, b->xs);
         b->q_src = key;
         b->q_mode = mode;
     }
-    bool mvd = T == 1 && b->s->mvd;
-    if (need_q && !mvd && (st = plan_quant(b, i, qx, qnw, qeps, T, k, mode)))
-        return st;
     /* the launch's weights: this matmul and those chained to it (q, k, v; or gate, up) */
     int mm[3] = {i, -1, -1}, nm = 1;
     if (glu)
@@ -841,7 +803,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     const char *kname = glu ? "matvec_glu" : nm > 1 ? "matvec_multi" : "matvec";
     struct mv_kernel *mv = NULL;
     struct launch *l;
-    if (mvd) {
+    if (T == 1 && b->s->mvd) {
         /* decode (mvd.cu): rows of 16-byte pieces, a group of weight rows per 32 x ks lanes */
         int pe = w->type == T_Q8_0 ? 16 : w->type == T_F16 || w->type == T_BF16 ? 8
                : w->type == T_F32 ? 4 : 32;
@@ -873,36 +835,17 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ks = 1;
         if ((st = get_mv(g, 1, w->type, ks, glu, nr, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
-        long gpb = mv->nw / ks, grid = (groups + gpb - 1) / gpb;
-        /* the launch converts its activation itself when it has a counter slot left and at
-         * least as many blocks as chunks of nw x 256 elements */
-        long nq = (k + mv->nw * 256L - 1) / (mv->nw * 256L);
-        bool own = need_q && b->s->fuseq && b->top && b->nsync < SYNC_SLOTS && nq <= grid;
-        if (need_q && !own && (st = plan_quant(b, i, qx, qnw, qeps, T, k, mode)))
-            return st;
-        if (own) { /* into a place of its own (mvd.cu: act_convert) */
-            CUdeviceptr a = b->own + b->own_off;
-            b->own_off += act_bytes((size_t)k, mode);
-            b->cq = b->cf = a;
-            b->cd = a + UP((size_t)k);
-            b->cs = b->cd + UP((size_t)k / 32 * 4 + 4);
-            if ((st = rng(b, a, act_bytes((size_t)k, mode), "converted activation", i)))
-                return st;
-        }
-        if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)grid, 1, 1, (unsigned)mv->nw * 32, 0)))
+        long gpb = mv->nw / ks;
+        if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)((groups + gpb - 1) / gpb), 1, 1,
+                    (unsigned)mv->nw * 32, 0)))
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);
-        ap(l, mode >= 2 ? b->cf : b->cq);
-        ap(l, b->cd);
-        ap(l, b->cs);
+        ap(l, mode >= 2 ? b->xf : b->xq);
+        ap(l, b->xd);
+        ap(l, b->xs);
         ap_outputs(l, y, bias, res, rscale, r);
         ai(l, k);
-        ap(l, own ? qx : 0);
-        ap(l, own ? qnw : 0);
-        af(l, qeps);
-        ap(l, own ? b->s->d_sync + 4096 * (CUdeviceptr)b->nsync++ : 0);
-        ai(l, own ? nq : 0);
         return BRASA_OK;
     }
     if (use_mmt) {
@@ -916,10 +859,10 @@ static brasa_status plan_matmul(struct pb *b, int i)
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);
-        ap(l, b->cf);
-        ap(l, b->cq);
-        ap(l, b->cd);
-        ap(l, b->cs);
+        ap(l, b->xf);
+        ap(l, b->xq);
+        ap(l, b->xd);
+        ap(l, b->xs);
         ap_outputs(l, y, bias, res, rscale, r);
         ai(l, k);
         ai(l, T);
@@ -935,8 +878,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
         return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
     for (int j = 0; j < 3; j++)
         ap(l, W[j]);
-    ap(l, mode >= 2 ? b->cf : b->cq); /* never the input itself: y may share its buffer */
-    ap(l, b->cd);
+    ap(l, mode >= 2 ? b->xf : b->xq); /* never the input itself: y may share its buffer */
+    ap(l, b->xd);
     ap_outputs(l, y, bias, res, rscale, r);
     ai(l, k);
     ai(l, T);
@@ -1343,16 +1286,14 @@ static void fuse(struct pb *b)
 
 /* Workspace bytes of a graph: arena, activation scratch, attention partials. */
 static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_t *o_xs,
-                        size_t *o_xf, size_t *o_part, size_t *o_own)
+                        size_t *o_xf, size_t *o_part)
 {
-    size_t maxk = 0, part = 0, own = 0;
+    size_t maxk = 0, part = 0;
     for (int i = 0; i < g->n; i++) {
         const struct graph_node *n = &g->nodes[i];
         if (n->op == GOP_MATMUL) {
             size_t k = (size_t)g->nodes[n->in[1]].ne[0] * (size_t)n->ne[1];
             maxk = k > maxk ? k : maxk;
-            if (n->ne[1] == 1) /* room for the product to convert its own activation */
-                own += act_bytes(k, quant_mode(g->nodes[n->in[1]].type));
         } else if (n->op == GOP_ATTN) {
             int n_ctx = (int)g->nodes[g->nodes[n->in[1]].in[1]].ne[1];
             size_t sp = (size_t)attn_splits((int)n->ne[1], n_ctx);
@@ -1360,6 +1301,7 @@ static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_
             part = pb > part ? pb : part;
         }
     }
+#define UP(x) (((x) + 255) & ~(size_t)255)
     size_t off = UP(g->arena_bytes);
     *o_xq = off;
     off += UP(maxk);
@@ -1371,11 +1313,9 @@ static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_
     off += UP(maxk * 4);
     *o_part = off;
     off += UP(part + 4);
-    *o_own = off;
-    off += own;
+#undef UP
     return off;
 }
-#undef UP
 
 static struct plan *find_plan(struct gpu_sess *s, const struct graph *g)
 {
@@ -1383,13 +1323,6 @@ static struct plan *find_plan(struct gpu_sess *s, const struct graph *g)
         if (s->plans[i].g == g)
             return &s->plans[i];
     return NULL;
-}
-
-/* A plan ends with the topk kernel when its output is one row of logits. */
-static bool top_plan(const struct graph *g)
-{
-    const struct graph_node *o = &g->nodes[g->out];
-    return o->ne[1] == 1 && o->ne[2] == 1 && o->ne[0] > 0 && o->type == T_F32;
 }
 
 brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_ctx,
@@ -1409,8 +1342,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         }
     }
     plan_clear(s, p);
-    size_t o_xq, o_xd, o_xs, o_xf, o_part, o_own;
-    size_t need = ws_layout(g, &o_xq, &o_xd, &o_xs, &o_xf, &o_part, &o_own);
+    size_t o_xq, o_xd, o_xs, o_xf, o_part;
+    size_t need = ws_layout(g, &o_xq, &o_xd, &o_xs, &o_xf, &o_part);
     if (need > s->ws_cap) {
         gp->d.cuStreamSynchronize(s->st);
         gmem_free(&gp->mem, s->ws);
@@ -1450,9 +1383,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         s->out_cap = ob;
     }
     struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o_xq, .xd = s->ws + o_xd,
-                   .xs = s->ws + o_xs, .xf = s->ws + o_xf, .part = s->ws + o_part,
-                   .own = s->ws + o_own, .q_src = -1, .q_mode = -1, .err = err};
-    b.cq = b.xq, b.cd = b.xd, b.cs = b.xs, b.cf = b.xf;
+                   .xs = s->ws + o_xs, .xf = s->ws + o_xf, .part = s->ws + o_part, .q_src = -1, .q_mode = -1,
+                   .err = err};
     b.nuse = calloc((size_t)g->n, sizeof(int));
     b.normsrc = malloc((size_t)g->n * sizeof(int));
     b.resadd = malloc((size_t)g->n * sizeof(int));
@@ -1469,7 +1401,6 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         for (int i = 0; i < g->n; i++)
             b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = b.ropeqk[i] = b.ropev[i] = -1;
         fuse(&b);
-        b.top = top_plan(g);
         for (int i = 0; i < g->n && st == BRASA_OK; i++) {
             const struct graph_node *n = &g->nodes[i];
             if (n->op == GOP_INPUT || n->op == GOP_WEIGHT || n->op == GOP_STATE || b.skip[i])
@@ -1480,7 +1411,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     /* the sampler's candidates, when the output is one row of logits: the top-k kernel reads
      * K from d_top when it runs (0: the whole row goes to the host instead) */
     const struct graph_node *on1 = &g->nodes[g->out];
-    p->top = st == BRASA_OK && top_plan(g);
+    p->top = st == BRASA_OK && on1->ne[1] == 1 && on1->ne[2] == 1 && on1->ne[0] > 0 &&
+             on1->type == T_F32;
     if (p->top) {
         CUdeviceptr x;
         struct launch *l;
@@ -1492,8 +1424,6 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
                 ai(l, on1->ne[0]);
                 ap(l, s->d_top);
                 ap(l, s->d_top + 4);
-                ap(l, s->d_sync);
-                ai(l, b.nsync * 32);
             }
         }
     }
@@ -1641,10 +1571,6 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
         if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_top, s->h_top, 4, s->st)))
             return st;
     }
-    if (s->sync_dirty && (st = DRV_CALL(&gp->d, err, cuMemsetD8Async, s->d_sync, 0,
-                                        SYNC_SLOTS * 4096, s->st)))
-        return st;
-    s->sync_dirty = true; /* until the step has run to its end */
     if ((st = DRV_CALL(&gp->d, err, cuEventRecord, s->ev0, s->st)))
         return st;
     bool graph = !eager && s->use_graph && !s->dump && !s->prof && g->n_tok == 1;
@@ -1703,7 +1629,6 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
         (st = DRV_CALL(&gp->d, err, cuStreamSynchronize, s->st)))
         return st;
     s->top_n = top;
-    s->sync_dirty = false;
     float ms = 0;
     gp->d.cuEventElapsedTime(&ms, s->ev0, s->ev1);
     s->last_ms = ms;

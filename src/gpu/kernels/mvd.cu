@@ -13,15 +13,10 @@
 // gate and up rows (NR / 2 of each) with the SwiGLU output.
 // With programmatic dependent launch the first weight loads are issued before the wait for the
 // previous kernel (pdl_wait), so the weight stream does not stop between launches.
-// The launch may convert its own activation (xin set: the float row, with the RMSNorm of
-// normw where set) instead of a quant_act launch before it: its first nq blocks convert a
-// chunk of NW x 256 elements each into xa, xd, xs, and every block waits for them (see
-// act_convert), which saves a kernel boundary per product.
 // Parameters: QT (weight type), NW (warps per block), NR (weight rows per lane group), U
 // (pieces in flight per lane and row), KS (warps per lane group), GLU, MB (blocks per SM the
 // register budget allows).
-#define RMS_R 4 // (8 made the conversion spill registers at 64)
-#include "quant.cuh"
+#include "common.cuh"
 
 #ifndef QT
 #define QT T_Q4_K
@@ -46,23 +41,18 @@
 #endif
 
 #if QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
-#define QM 1 // the activation's conversion mode (quant.cuh)
 #define PE 32 // elements per piece
 #define BE 256 // elements per block
 #elif QT == T_Q4_0
-#define QM 0
 #define PE 32
 #define BE 32
 #elif QT == T_Q8_0
-#define QM 0
 #define PE 16
 #define BE 32
 #elif QT == T_F16 || QT == T_BF16
-#define QM (QT == T_F16 ? 2 : 3)
 #define PE 8
 #define BE 1
 #else
-#define QM 4
 #define PE 4
 #define BE 1
 #endif
@@ -75,7 +65,6 @@
 #define NOUT NR
 #endif
 #define GL (32 * KS) // lanes per group
-#define SYNC_COPIES 32 // copies of a launch's count of converted chunks (see act_convert)
 
 struct piece {
     uint4 q;  // 16 bytes of quantized (or raw) values
@@ -315,117 +304,51 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 #endif
 }
 
-// A launch that converts its own activation (xin set): its first nq blocks convert a chunk of
-// NW x 256 elements each into the launch's own xa, xd, xs (a place no other launch of the
-// step uses), make their writes visible (a fence) and count themselves in *sync. Every other
-// thread reads the count once before its first weight loads and, if some chunks were not
-// done then, again (bypassing L1) until all nq are; only then does it load the activation,
-// which no SM has read since the step before, so no stale copy can sit in an L1. The count
-// has SYNC_COPIES copies 128 bytes apart, each read by a share of the blocks: with one, the
-// waiting blocks' reads queued on one L2 line, and the launch lost against a quant_act
-// launch (1.5B Q4_K_M tg128 764 against 892 tok/s; with the copies 900 against 877). Blocks
-// start in the order of their index, so the converting blocks run while the others wait, and
-// the wait ends. The counts go back to 0 at the end of the step (the topk kernel, ops.cu).
-// act_convert: converting block t's chunk (t < nq), once the previous kernel is done.
-__device__ __forceinline__ void act_convert(int t, const float *xin, const float *normw,
-                                            float eps, int k, u32 *sync, const void *xa,
-                                            const float *xd, const int *xs)
-{
-    __shared__ double sh[32];
-    pdl_wait();
-    pdl_launch();
-    const int e0 = t * NW * 256, e1 = min(k, e0 + NW * 256);
-    float scale = normw ? rms_scale(xin, k, eps, sh) : 1.0f;
-    quant_span(xin, normw, scale, e0, e1, QM, (i8 *)xa, (float *)xd, (float *)xa, (int *)xs);
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x < SYNC_COPIES)
-        atomicAdd(sync + 32 * threadIdx.x, 1u);
-}
-// The copy of the count the blocks of this SM read (the waiting blocks spread over
-// SYNC_COPIES L2 lines; the SM's number is read where it is used, so that no register holds
-// it through the loop: with the block's index, the gate+up kernel spilled at 64 registers)
-__device__ __forceinline__ const u32 *cnt_of(const u32 *sync)
-{
-    return sync + 32 * (port_sm_id() % SYNC_COPIES);
-}
-// act_wait: every thread with pieces, before it reads the activation; f: the count it read
-// before its first weight loads.
-__device__ __forceinline__ void act_wait(int t, u32 f, const u32 *sync, int nq)
-{
-    if (t >= nq) { // (a converting block has waited for the previous kernel already)
-        pdl_wait();
-        pdl_launch();
-    }
-    while (f < (u32)nq) {
-        port_sleep();
-        f = *(const volatile u32 *)cnt_of(sync);
-    }
-}
-
-// The lane's pieces i0 .. i0 + U - 1 (those below n) of its NR rows, and their dot products
-__device__ __forceinline__ void ld_batch(const rowp *w, int i0, int n, piece (*p)[NR])
-{
-#pragma unroll
-    for (int u = 0; u < U; u++)
-        if (i0 + u < n) {
-#pragma unroll
-            for (int j = 0; j < NR; j++)
-                ld_piece(w[j], i0 + u, p[u][j]);
-        }
-}
-__device__ __forceinline__ void dot_batch(piece (*p)[NR], const actp &x, int i0, int n, int m,
-                                          float *acc)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++)
-        if (i0 + u < n) {
-            act a;
-            ld_act(x, i0 + u, a);
-#pragma unroll
-            for (int j = 0; j < NR; j++)
-                acc[j] += dot_piece(p[u][j], m, a);
-        }
-}
-
 // acc[j] += the dot of weight row j of the group with the activation over this lane's pieces.
 // Row j is row min(row + j % NOUT, last) of Wa, or with GLU of Wb for j >= NOUT. m: the lane's
-// piece place in its blocks. Every thread of the block calls it (the activation's conversion);
-// lanes of an inactive group have no pieces.
-__device__ __forceinline__ void rows_dot(bool active, const u8 *Wa, const u8 *Wb, i64 N, int row,
-                                         int last, int k, int sl, const void *xa,
-                                         const float *xd, const int *xs, float *acc,
-                                         const float *xin, const float *normw, float eps,
-                                         u32 *sync, int nq)
+// piece place in its blocks.
+__device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int row, int last,
+                                         int k, int sl, const void *xa, const float *xd,
+                                         const int *xs, float *acc)
 {
-    const int t = blockIdx.x;
-    if (t < nq)
-        act_convert(t, xin, normw, eps, k, sync, xa, xd, xs);
-    const int P = k / PE, n = active ? (P - sl + GL - 1) / GL : 0; // this lane's pieces
+    const int P = k / PE, n = (P - sl + GL - 1) / GL; // this lane's pieces
     const int m = sl % PPB;
     rowp w[NR];
 #pragma unroll
     for (int j = 0; j < NR; j++)
-        w[j] = row_of(GLU && j >= NOUT ? Wb : Wa, N, min(row + j % NOUT, max(last, 0)), k, sl);
+        w[j] = row_of(GLU && j >= NOUT ? Wb : Wa, N, min(row + j % NOUT, last), k, sl);
     const actp x = act_of(xa, xd, xs, sl);
-    const u32 f0 = nq ? *(const volatile u32 *)cnt_of(sync) : 0u; // (read while the weights load)
 #pragma unroll 1
     for (int i0 = 0; i0 < n; i0 += U) {
         piece p[U][NR];
-        ld_batch(w, i0, n, p);
-        if (i0 == 0) // the first weights are on their way: now wait for the activation
-            act_wait(t, f0, sync, nq);
-        dot_batch(p, x, i0, n, m, acc);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (i0 + u < n) {
+#pragma unroll
+                for (int j = 0; j < NR; j++)
+                    ld_piece(w[j], i0 + u, p[u][j]);
+            }
+        if (i0 == 0) { // the first weights are on their way: now wait for the activation
+            pdl_wait();
+            pdl_launch();
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (i0 + u < n) {
+                act a;
+                ld_act(x, i0 + u, a);
+#pragma unroll
+                for (int j = 0; j < NR; j++)
+                    acc[j] += dot_piece(p[u][j], m, a);
+            }
     }
 }
 
-// Grid: ceil(rows / NOUT / (NW / KS)), at least nq blocks. xin, normw, eps, sync, nq: see
-// act_convert (nq 0: the activation is ready in xa, xd, xs).
+// Grid: ceil(rows / NOUT / (NW / KS)).
 extern "C" __global__ void __launch_bounds__(NW * 32, MB)
 mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
-    const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
-    const float *normw, float eps, u32 *sync, int nq)
+    const float *res, float rscale, int r0, int r1, int r2, int k)
 {
     __shared__ float part[NW][NR];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -442,8 +365,8 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     wpick pk = pick_weight(row, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
 #endif
     i64 N = (i64)pk.rows * (QUANT ? k / BE : k);
-    rows_dot(pk.active, pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, xs, acc, xin, normw, eps,
-             sync, nq);
+    if (pk.active)
+        rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, xs, acc);
     pdl_wait(); // (for lanes with no piece; returns at once for the others)
     pdl_launch();
 #pragma unroll

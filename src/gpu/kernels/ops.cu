@@ -474,12 +474,10 @@ __device__ __forceinline__ unsigned long long tk_key(const float *x, int i)
 }
 
 extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, const int *kp,
-                                                         int *out, unsigned *zero, int nzero)
+                                                         int *out)
 {
     pdl_wait();
     pdl_launch();
-    for (int i = threadIdx.x; i < nzero; i += blockDim.x) // the step's block counters (mvd.cu:
-        zero[i * 32] = 0;                                 // one word per 128 bytes)
     __shared__ unsigned long long hmem[16 * 256 / 2]; // histograms, or (K = 1) the reduction
     __shared__ unsigned long long buf[TK_BUF];         // the keys still undecided
     __shared__ unsigned above[256]; // keys in this bin and the ones above it

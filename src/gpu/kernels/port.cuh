@@ -168,26 +168,3 @@ __device__ __forceinline__ void pdl_launch()
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
-
-// A short pause in a spin-wait (the thread polls memory another block will write).
-__device__ __forceinline__ void port_sleep()
-{
-#if BRASA_HIP
-    __builtin_amdgcn_s_sleep(2);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    __nanosleep(32);
-#endif
-}
-
-
-// The number of the multiprocessor the thread runs on, read anew at every call (0 on AMD).
-__device__ __forceinline__ unsigned port_sm_id()
-{
-#if BRASA_HIP
-    return 0;
-#else
-    unsigned r;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
-    return r;
-#endif
-}
