@@ -212,13 +212,31 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     for (int d = threadIdx.x; d < hd; d += blockDim.x)
         qv[d] = kv_f16 ? round_h(q[d]) : q[d];
     __syncthreads();
-    // scores: a thread per cache row, the row read in 16-byte pieces (q from shared memory)
+    // scores: a thread per cache row, the row read in 16-byte pieces (q from shared memory),
+    // 8 pieces issued before the first is used where hd allows (one at a time, the 7B
+    // decode step spent about 10 us a layer here, most of it waiting on 16 loads in turn)
     float mx = -INFINITY;
     for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
         float s = 0;
         if (kv_f16) {
             const u16 *kr = (const u16 *)Kc + (long long)j * kvw + kvh * hd;
-            if (hd % 8 == 0) {
+            if (hd % 64 == 0) {
+                for (int d0 = 0; d0 < hd; d0 += 64) {
+                    uint4 u[8];
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        u[i] = *(const uint4 *)(kr + d0 + 8 * i);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        const int d = d0 + 8 * i;
+                        u32 uw[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            s += qv[d + 2 * e] * h2f((u16)(uw[e] & 0xffff)) +
+                                 qv[d + 2 * e + 1] * h2f((u16)(uw[e] >> 16));
+                    }
+                }
+            } else if (hd % 8 == 0) {
                 for (int d = 0; d < hd; d += 8) {
                     uint4 u = *(const uint4 *)(kr + d);
                     u32 uw[4] = {u.x, u.y, u.z, u.w};
@@ -233,7 +251,20 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             }
         } else {
             const float *kr = (const float *)Kc + (long long)j * kvw + kvh * hd;
-            if (hd % 4 == 0) {
+            if (hd % 32 == 0) {
+                for (int d0 = 0; d0 < hd; d0 += 32) {
+                    float4 k4[8];
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        k4[i] = *(const float4 *)(kr + d0 + 4 * i);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        const int d = d0 + 4 * i;
+                        s += qv[d] * k4[i].x + qv[d + 1] * k4[i].y + qv[d + 2] * k4[i].z +
+                             qv[d + 3] * k4[i].w;
+                    }
+                }
+            } else if (hd % 4 == 0) {
                 for (int d = 0; d < hd; d += 4) {
                     float4 k4 = *(const float4 *)(kr + d);
                     s += qv[d] * k4.x + qv[d + 1] * k4.y + qv[d + 2] * k4.z + qv[d + 3] * k4.w;
@@ -270,29 +301,36 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         for (int i = 0; i < 16; i++)
             o[i] = 0.0f;
         const u16 *vb = (const u16 *)Vc + kvh * hd + cg * 16;
-        for (int j = j0 + rg; j < j1; j += 2 * nrg) {
-            int j2 = j + nrg < j1 ? j + nrg : -1;
-            const u16 *ra = vb + (long long)j * kvw;
-            uint4 a0 = *(const uint4 *)ra, a1 = *(const uint4 *)(ra + 8);
-            uint4 c0 = make_uint4(0, 0, 0, 0), c1 = c0;
-            if (j2 >= 0) {
-                const u16 *rb = vb + (long long)j2 * kvw;
-                c0 = *(const uint4 *)rb;
-                c1 = *(const uint4 *)(rb + 8);
-            }
-            float pa = sc[j - j0] * inv, pb = j2 >= 0 ? sc[j2 - j0] * inv : 0.0f;
-            if (splits == 1) {
-                pa = round_h(pa);
-                pb = round_h(pb);
-            }
-            float va[16], vc[16];
-            half8(T_F16, a0, va);
-            half8(T_F16, a1, va + 8);
-            half8(T_F16, c0, vc);
-            half8(T_F16, c1, vc + 8);
+        // rows j + q nrg (q < 4) each pass, all four loaded before the first is used; added as
+        // two pairs (j, j + nrg), then (j + 2 nrg, j + 3 nrg), in the order of rows
+        for (int j = j0 + rg; j < j1; j += 4 * nrg) {
+            uint4 a[4][2];
+            float pr[4];
 #pragma unroll
-            for (int i = 0; i < 16; i++)
-                o[i] += pa * va[i] + pb * vc[i];
+            for (int q = 0; q < 4; q++) {
+                const int jq = j + q * nrg;
+                a[q][0] = a[q][1] = make_uint4(0, 0, 0, 0);
+                pr[q] = 0.0f;
+                if (jq < j1) {
+                    const u16 *r = vb + (long long)jq * kvw;
+                    a[q][0] = *(const uint4 *)r;
+                    a[q][1] = *(const uint4 *)(r + 8);
+                    pr[q] = sc[jq - j0] * inv;
+                    if (splits == 1)
+                        pr[q] = round_h(pr[q]);
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q += 2) {
+                float va[16], vc[16];
+                half8(T_F16, a[q][0], va);
+                half8(T_F16, a[q][1], va + 8);
+                half8(T_F16, a[q + 1][0], vc);
+                half8(T_F16, a[q + 1][1], vc + 8);
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+                    o[i] += pr[q] * va[i] + pr[q + 1] * vc[i];
+            }
         }
         float *red2 = sc + ((j1 - j0 + 3) & ~3);
         __syncthreads();
