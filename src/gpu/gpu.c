@@ -1433,9 +1433,11 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     if (st == BRASA_OK && omit && *omit && g->n_tok == 1) {
         int kept = 0;
         for (int k = 0; k < p->nl; k++) {
-            const char *f = strstr(omit, p->l[k].kname);
             size_t nl = strlen(p->l[k].kname);
-            if (!(f && (f == omit || f[-1] == ',') && (f[nl] == ',' || !f[nl])))
+            bool drop = false;
+            for (const char *f = omit; !drop && (f = strstr(f, p->l[k].kname)); f++)
+                drop = (f == omit || f[-1] == ',') && (f[nl] == ',' || !f[nl]);
+            if (!drop)
                 p->l[kept++] = p->l[k];
         }
         p->nl = kept;
