@@ -110,6 +110,12 @@ PY
         done
         note "device candidates, $spec, temp $t: $(cmp -s /tmp/gen_1.txt /tmp/gen_0.txt && echo same text || echo TEXT DIFFERS); generate tok/s on device / whole row: $(grep -m1 generate /tmp/gen_1.err | awk '{print $7}') / $(grep -m1 generate /tmp/gen_0.err | awk '{print $7}')"
       done
+      # what the captured decode step costs without each kind of kernel (BRASA_GPU_OMIT: the
+      # results are wrong, the time is what those launches cost with PDL, inside the graph)
+      for k in quant_act rope attn; do
+        BRASA_GPU_OMIT=$k $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"/tmp/omit_$k.txt" 2>&1
+      done
+      note "tg128 $spec without quant_act / rope / attn: $(for k in quant_act rope attn; do grep tg128 /tmp/omit_$k.txt | awk -F'|' '{printf "%s", $8}'; echo -n " /"; done)"
       # where the time goes, kernel by kernel: decode, then a prompt
       BRASA_GPU_PROFILE=1 $B/brasa run -m "$f" -p "word" -n 64 --temp 0 --ignore-eos \
         >/dev/null 2>"$out/prof_$2_$3.txt"
