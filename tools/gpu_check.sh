@@ -115,7 +115,7 @@ PY
       for k in quant_act rope attn; do
         BRASA_GPU_OMIT=$k $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"/tmp/omit_$k.txt" 2>&1
       done
-      note "tg128 $spec without quant_act / rope / attn: $(for k in quant_act rope attn; do grep tg128 /tmp/omit_$k.txt | awk -F'|' '{printf "%s", $8}'; echo -n " /"; done)"
+      note "tg128 $spec without quant_act / rope / attn: $(for k in quant_act rope attn; do grep tg128 /tmp/omit_$k.txt | awk -F'|' '{printf "%s\n", $8}'; done | paste -sd/)"
       # where the time goes, kernel by kernel: decode, then a prompt
       BRASA_GPU_PROFILE=1 $B/brasa run -m "$f" -p "word" -n 64 --temp 0 --ignore-eos \
         >/dev/null 2>"$out/prof_$2_$3.txt"
