@@ -72,6 +72,7 @@ struct mv_kernel {
     int nc;          /* requested columns per pass (mvd: warps per lane group) */
     int glu, nr;     /* gate+up; mvd's weight rows per lane group (1 for the others) */
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
+    unsigned shm;    /* dynamic shared memory bytes a block (mmt.cu F16 / BF16: NS stages) */
     CUmodule mod;
     CUfunction fn;
 };
@@ -135,6 +136,11 @@ struct plan {
 #define TK_MAX 256 /* most candidates the top-k kernel selects (ops.cu) */
 
 #define MAX_PLANS 4
+/* mmt.cu split along k: at most this many partial tiles (blocks) a launch, each of at most
+ * MMT_TILE_FLOATS floats (128 x 128 F16 tiles: 64 values for each of 256 threads) */
+#define MMT_SPLIT_TILES 256
+#define MMT_TILE_FLOATS (256 * 64)
+#define MMT_STAGE_BYTES (2 * 128 * 40 * 2) /* mmt.cu F16 / BF16: one stage of tiles */
 struct gpu_sess {
     struct gpu *g;
     CUstream st;
@@ -146,6 +152,7 @@ struct gpu_sess {
     unsigned ws_gen;
     CUdeviceptr d_io;        /* [1 + tok_cap] int32: the position, then the batch's tokens */
     CUdeviceptr d_pos, d_tok; /* into d_io */
+    CUdeviceptr d_cnt;       /* [MMT_SPLIT_TILES] int32, zero between launches: mmt's counts */
     int tok_cap;
     int32_t *h_io;           /* pinned staging of d_io */
     struct plan plans[MAX_PLANS];
@@ -165,6 +172,7 @@ struct gpu_sess {
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
+    bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
     /* BRASA_GPU_PROFILE=1: eager launches with an event after each; time per kernel name,
      * printed when the session ends */
     bool prof;
@@ -354,6 +362,17 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             g->d.cuModuleUnload(m.mod);
             continue;
         }
+        for (int d = 0; d < v[k].n_defs; d++)
+            if (!strcmp(v[k].defs[d].name, "NS"))
+                m.shm = (unsigned)v[k].defs[d].value * MMT_STAGE_BYTES;
+        if (m.shm > 48 * 1024 &&
+            ((int)m.shm > g->smem_optin ||
+             g->d.cuFuncSetAttribute(m.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     (int)m.shm) != 0)) {
+            st = brasa_fail(err, BRASA_EUNSUPPORTED, "%u bytes of shared memory", m.shm);
+            g->d.cuModuleUnload(m.mod);
+            continue;
+        }
         if (g->o.verbose)
             fprintf(stderr, "brasa: %s type %u%s: variant %d, NW=%d %s=%d (%d registers, %d "
                     "local bytes)\n", fname, wtype, glu ? " gate+up" : "", k, m.nw,
@@ -480,6 +499,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
+    s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
     if (s->mmt_min < 2)
         s->mmt_min = 256;
     s->mmt = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_MMT", "0");
@@ -536,6 +556,7 @@ void gpu_sess_free(struct gpu_sess *s)
         gmem_free(&g->mem, s->states[i].dev);
     gmem_free(&g->mem, s->ws);
     gmem_free(&g->mem, s->d_io);
+    gmem_free(&g->mem, s->d_cnt);
     gmem_free(&g->mem, s->d_top);
     if (s->ev0)
         g->d.cuEventDestroy(s->ev0);
@@ -631,7 +652,7 @@ struct pb {
     struct gpu_sess *s;
     const struct graph *g;
     struct plan *p;
-    CUdeviceptr ws, xq, xd, xs, xf, part;
+    CUdeviceptr ws, xq, xd, xs, xf, xh, part, mpart;
     int *nuse;       /* consumers per node */
     int *normsrc;    /* MATMUL: the RMS_NORM folded into its activation conversion, or -1 */
     int *resadd;     /* MATMUL: the ADD folded into its epilogue, or -1 */
@@ -727,16 +748,18 @@ static brasa_status plan_matmul(struct pb *b, int i)
     int src = n->in[0], norm = b->normsrc[i];
     brasa_status st;
     int glu = b->glu[i] >= 0;
-    /* prompt batches: tensor-core tiles of 64 rows x 64 tokens (mmt.cu) where the shapes fit:
-     * k a multiple of 64 (the K formats' 256 is checked below), every weight of a q/k/v
-     * launch but the last a multiple of 64 rows; not F32 weights (their products stay in
-     * F32, mode 4); batches of at least mmt_min tokens (a 64-row tile per block leaves the
-     * SMs idle on short batches: 64 tokens took 3.6x the integer kernel's time, 512 tokens
-     * 0.65x, BENCHMARKS.md) */
+    /* prompt batches: tensor-core tiles (mmt.cu) of 64 rows x 64 tokens (quantized weights)
+     * or 128 x 128 (F16 / BF16; with GLU 64 rows of each weight) where the shapes fit: k a
+     * multiple of 64 (the K formats' 256 is checked below), every weight of a q/k/v launch but
+     * the last a multiple of the tile's rows; not F32 weights (their products stay in F32,
+     * mode 4); batches of at least mmt_min tokens (a 64-row tile per block leaves the SMs idle
+     * on short batches: 64 tokens took 3.6x the integer kernel's time, 512 tokens 0.65x,
+     * BENCHMARKS.md) */
+    const int mt_rows = mode >= 2 && !glu ? 128 : 64, mt_toks = mode >= 2 ? 128 : 64;
     bool use_mmt = T >= b->s->mmt_min && b->s->mmt && k % 64 == 0 && mode != 4;
     if (use_mmt && !glu)
         for (int j = i; b->mnext[j] >= 0; j = b->mnext[j])
-            use_mmt &= b->g->nodes[b->g->nodes[j].in[1]].ne[1] % 64 == 0;
+            use_mmt &= b->g->nodes[b->g->nodes[j].in[1]].ne[1] % mt_rows == 0;
 
     if ((mode == 0 && k % 32) || (mode == 1 && k % 256) || k % 8)
         return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: k = %ld does not fit the GPU "
@@ -768,6 +791,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, b->xd);
         ap(l, b->xf);
         ap(l, b->xs);
+        ap(l, T > 1 && (mode == 2 || mode == 3) ? b->xh : 0); /* mmt's F16 / BF16 input */
         b->q_src = key;
         b->q_mode = mode;
     }
@@ -851,18 +875,28 @@ static brasa_status plan_matmul(struct pb *b, int i)
     if (use_mmt) {
         if ((st = get_mv(g, 2, w->type, 64, glu, 1, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
-        unsigned tiles = 0;
+        unsigned tiles = 0, tt = (unsigned)((T + mt_toks - 1) / mt_toks);
         for (int j = 0; j < (glu ? 1 : nm); j++)
-            tiles += (unsigned)((r[j] + 63) / 64);
-        if (!(l = L(b, -1, mv->fn, glu ? "mmt_glu" : nm > 1 ? "mmt_multi" : "mmt", dst,
-                    (unsigned)((T + 63) / 64), tiles, 1, mode >= 2 ? 256 : 128, 0)))
+            tiles += (unsigned)((r[j] + mt_rows - 1) / mt_rows);
+        /* fewer tiles than SMs: k split over up to 8 blocks a tile (about two blocks an SM),
+         * each slice at least 4 steps, at most MMT_SPLIT_TILES partial tiles in all */
+        long nt = (long)tiles * tt, nks = k / (mode >= 2 ? 32 : 64);
+        int ksp = 1;
+        if (nt < g->n_sm && !b->s->no_split)
+            ksp = (int)((2L * g->n_sm + nt - 1) / nt);
+        while (ksp > 1 && (ksp > 8 || nt * ksp > MMT_SPLIT_TILES || nks / ksp < 4))
+            ksp--;
+        if (!(l = L(b, -1, mv->fn, glu ? "mmt_glu" : nm > 1 ? "mmt_multi" : "mmt", dst, tt,
+                    tiles, (unsigned)ksp, mode >= 2 ? 256 : 128, mv->shm)))
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);
-        ap(l, b->xf);
+        ap(l, mode >= 2 ? b->xh : 0); /* F16 / BF16 values (quant_act) */
         ap(l, b->xq);
         ap(l, b->xd);
         ap(l, b->xs);
+        ap(l, b->mpart);
+        ap(l, b->s->d_cnt);
         ap_outputs(l, y, bias, res, rscale, r);
         ai(l, k);
         ai(l, T);
@@ -1286,14 +1320,16 @@ static void fuse(struct pb *b)
 
 /* Workspace bytes of a graph: arena, activation scratch, attention partials. */
 static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_t *o_xs,
-                        size_t *o_xf, size_t *o_part)
+                        size_t *o_xf, size_t *o_xh, size_t *o_part, size_t *o_mpart)
 {
-    size_t maxk = 0, part = 0;
+    size_t maxk = 0, part = 0, mpart = 0;
     for (int i = 0; i < g->n; i++) {
         const struct graph_node *n = &g->nodes[i];
         if (n->op == GOP_MATMUL) {
             size_t k = (size_t)g->nodes[n->in[1]].ne[0] * (size_t)n->ne[1];
             maxk = k > maxk ? k : maxk;
+            if (n->ne[1] > 1) /* batches: mmt's split partial sums */
+                mpart = (size_t)MMT_SPLIT_TILES * MMT_TILE_FLOATS * 4;
         } else if (n->op == GOP_ATTN) {
             int n_ctx = (int)g->nodes[g->nodes[n->in[1]].in[1]].ne[1];
             size_t sp = (size_t)attn_splits((int)n->ne[1], n_ctx);
@@ -1311,8 +1347,12 @@ static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_
     off += UP(maxk / 16 * 4 + 4);
     *o_xf = off;
     off += UP(maxk * 4);
+    *o_xh = off;
+    off += UP(maxk * 2);
     *o_part = off;
     off += UP(part + 4);
+    *o_mpart = off;
+    off += UP(mpart);
 #undef UP
     return off;
 }
@@ -1342,8 +1382,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         }
     }
     plan_clear(s, p);
-    size_t o_xq, o_xd, o_xs, o_xf, o_part;
-    size_t need = ws_layout(g, &o_xq, &o_xd, &o_xs, &o_xf, &o_part);
+    size_t o_xq, o_xd, o_xs, o_xf, o_xh, o_part, o_mpart;
+    size_t need = ws_layout(g, &o_xq, &o_xd, &o_xs, &o_xf, &o_xh, &o_part, &o_mpart);
     if (need > s->ws_cap) {
         gp->d.cuStreamSynchronize(s->st);
         gmem_free(&gp->mem, s->ws);
@@ -1371,6 +1411,12 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         s->tok_cap = g->n_tok;
         s->ws_gen++; /* plans hold the token buffer's address */
     }
+    if (!s->d_cnt) {
+        size_t nb = MMT_SPLIT_TILES * 4;
+        if ((st = gmem_alloc(&gp->mem, &s->d_cnt, nb, "split counts", "session", err)) ||
+            (st = DRV_CALL(&gp->d, err, cuMemsetD8Async, s->d_cnt, 0, nb, s->st)))
+            return st;
+    }
     const struct graph_node *on = &g->nodes[g->out];
     size_t ob = on->nbytes;
     if (ob > s->out_cap) {
@@ -1383,7 +1429,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         s->out_cap = ob;
     }
     struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o_xq, .xd = s->ws + o_xd,
-                   .xs = s->ws + o_xs, .xf = s->ws + o_xf, .part = s->ws + o_part, .q_src = -1, .q_mode = -1,
+                   .xs = s->ws + o_xs, .xf = s->ws + o_xf, .xh = s->ws + o_xh, .part = s->ws + o_part,
+                   .mpart = s->ws + o_mpart, .q_src = -1, .q_mode = -1,
                    .err = err};
     b.nuse = calloc((size_t)g->n, sizeof(int));
     b.normsrc = malloc((size_t)g->n * sizeof(int));

@@ -60,18 +60,27 @@ int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap)
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
-    if (!known || wtype == GGML_TYPE_F32 || cap < 2) /* F32 products stay in F32 */
+    if (!known || wtype == GGML_TYPE_F32 || cap < 3) /* F32 products stay in F32 */
         return 0;
-    /* quantized: one variant (blocks of 4 warps, registers as the compiler likes: 160-168,
-     * 3 blocks per SM); F16 / BF16: blocks of 8 warps, 2 per SM, else 1 */
+    /* quantized: blocks of 4 warps, 4 or 3 per SM where the registers allow it without
+     * spilling, else as many registers as the compiler likes (gate+up of the K formats: about
+     * 250, 2 blocks per SM); F16 / BF16: blocks of 8 warps, 2 per SM with 4 stages of tiles
+     * in flight (80 KiB of shared memory: where the device allows it), else 2 stages */
     if (wtype != GGML_TYPE_F16 && wtype != GGML_TYPE_BF16) {
-        out[0] = (struct gpu_variant){"mmt.cu", 2, {{"QT", (long)wtype}, {"GLU", glu}}};
-        return 1;
+        if (cap < 3)
+            return 0;
+        for (int v = 0; v < 2; v++)
+            out[v] = (struct gpu_variant){"mmt.cu", 3,
+                                          {{"QT", (long)wtype}, {"GLU", glu}, {"QMB", 4 - v}}};
+        out[2] = (struct gpu_variant){"mmt.cu", 2, {{"QT", (long)wtype}, {"GLU", glu}}};
+        return 3;
     }
-    for (int v = 0; v < 2; v++)
-        out[v] = (struct gpu_variant){"mmt.cu", 3,
-                                      {{"QT", (long)wtype}, {"GLU", glu}, {"MB", 2 - v}}};
-    return 2;
+    static const int ns[3] = {4, 2, 2}, mb[3] = {2, 2, 1}; /* stages (20 KiB each) */
+    for (int v = 0; v < 3; v++)
+        out[v] = (struct gpu_variant){"mmt.cu", 4,
+                                      {{"QT", (long)wtype}, {"GLU", glu}, {"MB", mb[v]},
+                                       {"NS", ns[v]}}};
+    return 3;
 }
 
 int gpu_all_variants(struct gpu_variant *out, int cap)

@@ -19,33 +19,6 @@
 #define NT (HD / 8)     // n-tiles of the output
 #define KQ (HD / 16)    // k-steps over the head
 
-// The shared-memory address of a generic pointer into shared memory
-__device__ __forceinline__ unsigned smem_addr(const void *p)
-{
-#if !BRASA_HIP
-    unsigned a;
-    asm("{.reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t;}" : "=r"(a) : "l"(p));
-    return a;
-#else
-    (void)p;
-    return 0;
-#endif
-}
-
-// Four 8x8 matrices of halves from shared memory, transposed (lane l gives the address of row
-// l % 8 of matrix l / 8); r[i] is this lane's fragment of matrix i.
-__device__ __forceinline__ void ldsm_x4_t(u32 *r, const u16 *p)
-{
-#if !BRASA_HIP
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-#else
-    (void)p;
-    r[0] = r[1] = r[2] = r[3] = 0;
-#endif
-}
-
 __device__ __forceinline__ u32 pack_h2(float a, float b)
 {
     return (u32)f2h(a) | ((u32)f2h(b) << 16);
@@ -170,7 +143,7 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
 #pragma unroll
             for (int n = 0; n < NT; n += 2) {
                 u32 b[4];
-                ldsm_x4_t(b, &vs[(kk * 16 + rr + 8 * (mi & 1)) * LS + n * 8 + 8 * (mi >> 1)]);
+                ldsm_x4<1>(b, &vs[(kk * 16 + rr + 8 * (mi & 1)) * LS + n * 8 + 8 * (mi >> 1)]);
                 mma_16816<0>(o[n], pa, b[0], b[1]);
                 mma_16816<0>(o[n + 1], pa, b[2], b[3]);
             }

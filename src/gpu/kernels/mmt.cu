@@ -1,7 +1,9 @@
 // mmt.cu: prompt-batch matrix products on the tensor cores, y[t][r] = sum_k x[t][k] W[r][k].
-// A block computes 64 weight rows x 64 tokens: per step of 64 along k it stages the weight tile
-// (W planar, gpu/layout.h) and the activation tile in shared memory and runs mma.sync on them,
-// quantized weights 4 warps of 32 rows x 32 tokens, F16 / BF16 8 warps of 32 rows x 16 tokens.
+// Quantized weights: a block computes 64 weight rows x 64 tokens: per step of 64 along k it
+// stages the weight tile (W planar, gpu/layout.h) and the activation tile in shared memory and
+// runs mma.sync on them, 4 warps of 32 rows x 32 tokens. F16 / BF16: 128 rows (GLU: 64 gate
+// and 64 up) x 128 tokens, 8 warps of 64 (32) rows x 32 tokens, tiles copied with cp.async a
+// step ahead.
 // The activation is what the CPU backend (and ggml) multiplies the same weights with, so both
 // round alike: for quantized weights the integer weight values and the int8 activations of
 // quant_act (modes 0 and 1), multiplied as integers (int8 mma), each block's exact integer
@@ -9,8 +11,9 @@
 // quant_act's sums of 16); for F16 weights floats rounded to F16, for BF16 weights to BF16
 // (F32 accumulate). F32 weights do not come here.
 // Epilogue as matvec.cu: bias, residual add (y = res + rscale * acc), up to three weights that
-// read the same activation (each a multiple of 64 rows but the last), or with GLU the gate and
-// up tiles together and the SwiGLU output.
+// read the same activation (each a multiple of BM rows but the last), or with GLU the gate and
+// up tiles together and the SwiGLU output. Where the tiles alone would leave SMs idle the host
+// splits k over gridDim.z blocks a tile (partial sums in part[], a count per tile in cnt[]).
 // Parameters: QT (weight type), GLU, MB (F16 / BF16: blocks per SM the registers must allow).
 #include "common.cuh"
 
@@ -23,42 +26,35 @@
 #ifndef MB
 #define MB 2
 #endif
-#define BM 64 // weight rows per block
+#define QACT (QT != T_F16 && QT != T_BF16) // int8 activations with per-32 scales
+#if QACT // 64 rows x 64 tokens, 4 warps of 32 rows x 32 tokens (of each weight tile)
+#define BM 64 // weight rows per block (of each weight tile)
 #define BN 64 // tokens per block
 #define KT 64 // k per step
-#define LD 72 // shared row stride in halves
-#define QACT (QT != T_F16 && QT != T_BF16) // int8 activations with per-32 scales
-#if QACT // 4 warps of 32 rows x 32 tokens (of each weight tile)
 #define NT 128
-#define NJ 4
+#define MI 2 // 16-row tiles per warp
+#define NJ 4 // 8-token tiles per warp
 #define WROW(w) (((w) >> 1) * 32)
 #define WTOK(w) (((w) & 1) * 32)
-#else // F16 / BF16: 8 warps of 32 rows x 16 tokens
+#else // F16 / BF16: 128 rows (GLU: 64 of each) x 128 tokens, 8 warps of 2 x 4
+#define BM (GLU ? 64 : 128)
+#define BN 128
+#define KT 32
 #define NT 256
-#define NJ 2
-#define WROW(w) (((w) >> 2) * 32)
-#define WTOK(w) (((w) & 3) * 16)
+#define MI (BM / 32)
+#define NJ 4
+#define WROW(w) (((w) >> 2) * (BM / 2))
+#define WTOK(w) (((w) & 3) * 32)
 #endif
 #define NWT (GLU ? 2 : 1) // weight tiles
 
-// Elements [e0, e0 + 32) of row r of W (F16 or BF16) as 16 pairs
-__device__ __forceinline__ void deq32(const u8 *W, int r, int k, int e0, u32 *o)
-{
-    const uint4 *p = (const uint4 *)((const u16 *)W + (i64)r * k + e0);
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        uint4 u = p[i];
-        o[4 * i] = u.x, o[4 * i + 1] = u.y, o[4 * i + 2] = u.z, o[4 * i + 3] = u.w;
-    }
-}
-
-// a warp's accumulators: weight tiles x 2 row halves x NJ token groups x 4 values
-template <typename E> __device__ __forceinline__ void zero_tiles(E (*a)[2][NJ][4])
+// a warp's accumulators: weight tiles x MI row tiles x NJ token tiles x 4 values
+template <typename E> __device__ __forceinline__ void zero_tiles(E (*a)[MI][NJ][4])
 {
 #pragma unroll
     for (int g = 0; g < NWT; g++)
 #pragma unroll
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < MI; i++)
 #pragma unroll
             for (int j = 0; j < NJ; j++)
 #pragma unroll
@@ -77,43 +73,82 @@ template <typename E> __device__ __forceinline__ void zero_tiles(E (*a)[2][NJ][4
 #define KMIN (QT == T_Q4_K || QT == T_Q5_K) // a min term per 32 (the K formats with mins)
 #define NSB (KT / SB)               // weight scales per row and step
 
-// Elements [e0, e0 + 32) of row r of W (N blocks in all) as 32 int8 in o[8] (e0 % 32 == 0),
-// with the scale of each SB and (K formats) the min: w = sw * q - mw.
-__device__ __forceinline__ void deq32i(const u8 *W, i64 N, int r, int k, int e0, u32 *o,
-                                       float *sw, float *mw)
+// A thread's raw share of a weight tile: elements [e0, e0 + 32) of one row (e0 % 32 == 0), as
+// loaded from memory (wfetch), then as 32 int8 with the scale of each SB and (K formats) the
+// min (wconv: w = sw * q - mw). Loaded a step ahead of their use, so the loads of the next
+// step are in flight while the tensor cores work on this one.
+struct wraw {
+    uint4 a, b; // Q8_0: the 32 values; Q4_0: a; Q4_K, Q5_K: the 32 bytes of nibbles; Q6_K: ql
+#if QT == T_Q5_K || QT == T_Q6_K
+    uint4 c, e; // the matching 32 bytes of high bits (qh)
+#endif
+    u32 s;  // Q4_0, Q8_0: d; Q4_K, Q5_K: d, dmin; Q6_K: d and the two scales (bytes 2, 3)
+#if KMIN
+    u32 sb; // the three bytes of 6-bit scales and mins the sub-block needs
+#endif
+};
+
+__device__ __forceinline__ void wfetch(const u8 *W, i64 N, int r, int k, int e0, wraw &f)
+{
+#if QT == T_Q8_0 || QT == T_Q4_0
+    qblk b = qblock(QT, W, N, (i64)r * (k / 32) + e0 / 32);
+    f.s = ld16(b.d);
+    f.a = *(const uint4 *)b.q;
+#if QT == T_Q8_0
+    f.b = *(const uint4 *)(b.q + 16);
+#endif
+#elif QT == T_Q4_K || QT == T_Q5_K
+    qblk b = qblock(QT, W, N, (i64)r * (k / 256) + e0 / 256);
+    const int j = (e0 % 256) / 32; // sub-block: scale and min from bytes 4 + j, 8 + j and j
+    f.s = ld32u(b.h);
+    f.sb = (u32)b.h[4 + j] | ((u32)b.h[8 + j] << 8) | ((u32)b.h[j] << 16);
+    const u8 *qs = b.q + 32 * (j >> 1);
+    f.a = *(const uint4 *)qs, f.b = *(const uint4 *)(qs + 16);
+#if QT == T_Q5_K
+    f.c = *(const uint4 *)(b.h + 16), f.e = *(const uint4 *)(b.h + 32);
+#endif
+#else // Q6_K
+    qblk b = qblock(QT, W, N, (i64)r * (k / 256) + e0 / 256);
+    const int e = e0 % 256, h = e / 128, qu = (e % 128) / 32;
+    const u8 *ql = b.q + 64 * h + ((qu & 1) ? 32 : 0), *qh = b.h + 32 * h;
+    f.s = (u32)ld16(b.d) | ((u32)ld16(b.s + 8 * h + 2 * qu) << 16);
+    f.a = *(const uint4 *)ql, f.b = *(const uint4 *)(ql + 16);
+    f.c = *(const uint4 *)qh, f.e = *(const uint4 *)(qh + 16);
+#endif
+}
+
+__device__ __forceinline__ void wconv(const wraw &f, int e0, u32 *o, float *sw, float *mw)
 {
     const u32 m4 = 0x0F0F0F0Fu; // (Q8_0 needs no nibble mask)
     (void)m4;
     mw[0] = mw[1] = 0.0f;
 #if QT == T_Q8_0 || QT == T_Q4_0
-    qblk b = qblock(QT, W, N, (i64)r * (k / 32) + e0 / 32);
-    sw[0] = sw[1] = h2f(ld16(b.d));
+    sw[0] = sw[1] = h2f((u16)f.s);
+    u32 w[4] = {f.a.x, f.a.y, f.a.z, f.a.w};
 #if QT == T_Q8_0
-    uint4 u0 = *(const uint4 *)b.q, u1 = *(const uint4 *)(b.q + 16);
-    o[0] = u0.x, o[1] = u0.y, o[2] = u0.z, o[3] = u0.w;
-    o[4] = u1.x, o[5] = u1.y, o[6] = u1.z, o[7] = u1.w;
+    o[0] = f.a.x, o[1] = f.a.y, o[2] = f.a.z, o[3] = f.a.w;
+    o[4] = f.b.x, o[5] = f.b.y, o[6] = f.b.z, o[7] = f.b.w;
+    (void)w;
 #else
-    uint4 u = *(const uint4 *)b.q;
-    u32 w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         o[i] = vsub4(w[i] & m4, 0x08080808u);
         o[i + 4] = vsub4((w[i] >> 4) & m4, 0x08080808u);
     }
 #endif
+    (void)e0;
 #elif QT == T_Q4_K || QT == T_Q5_K
-    qblk b = qblock(QT, W, N, (i64)r * (k / 256) + e0 / 256);
-    int j = (e0 % 256) / 32, sc, mn;
-    kscale(j, b.h + 4, &sc, &mn);
-    sw[0] = sw[1] = h2f(ld16(b.h)) * (float)sc;
-    mw[0] = mw[1] = h2f(ld16(b.h + 2)) * (float)mn;
-    const u8 *qs = b.q + 32 * (j >> 1);
-    uint4 u0 = *(const uint4 *)qs, u1 = *(const uint4 *)(qs + 16);
-    u32 w[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+    const int j = (e0 % 256) / 32;
+    const u32 bj = f.sb & 0xff, bj4 = (f.sb >> 8) & 0xff, bjm4 = f.sb >> 16;
+    // ggml's get_scale_min_k4 from the three bytes
+    const int sc = j < 4 ? (int)(bj & 63) : (int)((bj4 & 0xF) | ((bjm4 >> 6) << 4));
+    const int mn = j < 4 ? (int)(bj4 & 63) : (int)((bj4 >> 4) | ((bj >> 6) << 4));
+    sw[0] = sw[1] = h2f((u16)(f.s & 0xffff)) * (float)sc;
+    mw[0] = mw[1] = h2f((u16)(f.s >> 16)) * (float)mn;
+    u32 w[8] = {f.a.x, f.a.y, f.a.z, f.a.w, f.b.x, f.b.y, f.b.z, f.b.w};
     int sh = 4 * (j & 1);
 #if QT == T_Q5_K
-    uint4 h0 = *(const uint4 *)(b.h + 16), h1 = *(const uint4 *)(b.h + 32);
-    u32 hb[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+    u32 hb[8] = {f.c.x, f.c.y, f.c.z, f.c.w, f.e.x, f.e.y, f.e.z, f.e.w};
 #endif
 #pragma unroll
     for (int i = 0; i < 8; i++) {
@@ -123,22 +158,46 @@ __device__ __forceinline__ void deq32i(const u8 *W, i64 N, int r, int k, int e0,
 #endif
     }
 #else // Q6_K
-    qblk b = qblock(QT, W, N, (i64)r * (k / 256) + e0 / 256);
-    int e = e0 % 256, h = e / 128, qu = (e % 128) / 32;
-    const u8 *ql = b.q + 64 * h + ((qu & 1) ? 32 : 0), *qh = b.h + 32 * h;
-    const i8 *sc = (const i8 *)b.s + 8 * h + 2 * qu;
-    float d = h2f(ld16(b.d));
-    sw[0] = d * (float)sc[0];
-    sw[1] = d * (float)sc[1];
-    uint4 l0 = *(const uint4 *)ql, l1 = *(const uint4 *)(ql + 16);
-    uint4 g0 = *(const uint4 *)qh, g1 = *(const uint4 *)(qh + 16);
-    u32 lw[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-    u32 hw[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+    const int qu = (e0 % 128) / 32;
+    const float d = h2f((u16)(f.s & 0xffff));
+    sw[0] = d * (float)(i8)((f.s >> 16) & 0xff);
+    sw[1] = d * (float)(i8)(f.s >> 24);
+    u32 lw[8] = {f.a.x, f.a.y, f.a.z, f.a.w, f.b.x, f.b.y, f.b.z, f.b.w};
+    u32 hw[8] = {f.c.x, f.c.y, f.c.z, f.c.w, f.e.x, f.e.y, f.e.z, f.e.w};
     int sl = qu >= 2 ? 4 : 0, shh = 2 * qu;
 #pragma unroll
     for (int i = 0; i < 8; i++)
         o[i] = vsub4(((lw[i] >> sl) & m4) | (((hw[i] >> shh) & 0x03030303u) << 4), 0x20202020u);
 #endif
+}
+
+// The activation's share: token t, elements [e0, e0 + 32): the int8 values go to shared
+// memory with cp.async (dst), the scale and (K formats) the sum of the 32 values to registers
+// (zeros past the last token, whose values are then the last token's)
+struct xraw {
+    float d;
+    int s;
+};
+__device__ __forceinline__ void xfetch(const i8 *xq, const float *xd, const int *xsum, int t,
+                                       int T, int k, int e0, u8 *dst, xraw &f)
+{
+    const i8 *src = xq + (i64)min(t, T - 1) * k + e0;
+    cp_async16(dst, src);
+    cp_async16(dst + 16, src + 16);
+    cp_async_commit();
+    if (t < T) {
+        f.d = xd[(i64)t * (k / 32) + e0 / 32];
+#if KMIN
+        const int *s16 = xsum + (i64)t * (k / 16) + e0 / 16;
+        f.s = s16[0] + s16[1];
+#else
+        f.s = 0;
+        (void)xsum;
+#endif
+    } else {
+        f.d = 0.0f;
+        f.s = 0;
+    }
 }
 
 // D += A B over k 32 (a: 4 registers, b: 2) or k 16 (a: 2, b: 1), int8 in, int32 out
@@ -167,12 +226,12 @@ __device__ __forceinline__ void mma_s8_k16(int *c, const u32 *a, u32 b)
 
 // The block's products over all of k, into acc
 __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, int nrows,
-                                              int row0, int t0, int k, int T, const float *xf,
-                                              const i8 *xq, const float *xd, const int *xsum,
-                                              float (*acc)[2][NJ][4])
+                                              int row0, int t0, int k, int k0, int k1, int T,
+                                              const void *xh, const i8 *xq, const float *xd,
+                                              const int *xsum, float (*acc)[MI][NJ][4])
 {
     __shared__ __align__(16) u8 ws[NWT][BM * LQ];
-    __shared__ __align__(16) u8 xs[BN * LQ];
+    __shared__ __align__(16) u8 xs[2][BN * LQ]; // two stages: cp.async fills the next
     __shared__ float wsw[NWT][BM][NSB], sd[BN][KT / 32];
 #if KMIN // the weight rows' mins, the tokens' scaled sums
     __shared__ float wmw[NWT][BM][KT / 32], sa[BN][KT / 32];
@@ -181,64 +240,62 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
     const int wm = WROW(warp), wn = WTOK(warp); // the warp's rows and tokens
     const int lr = tid >> 1, lh = (tid & 1) * 32;          // this thread's load row and half
     const int g4 = lane >> 2, t4 = lane & 3;               // fragment row / column group
-    for (int kk = 0; kk < k; kk += KT) {
-        { // weight tiles: row lr, elements kk + lh .. +32 (rows past the end repeat the last)
-            int r = min(row0 + lr, nrows - 1);
+    // this step's raw tiles are in registers (fetched during the previous step's products)
+    const int rl = min(row0 + lr, nrows - 1), tl = t0 + lr;
+    wraw fw[NWT];
+    xraw fx;
 #pragma unroll
-            for (int g = 0; g < NWT; g++) {
-                u32 o[8];
-                float sw[2], mw[2];
-                deq32i(g ? Wu : W, N, r, k, kk + lh, o, sw, mw);
-                uint4 *dst = (uint4 *)&ws[g][lr * LQ + lh];
-                dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-                dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    for (int g = 0; g < NWT; g++)
+        wfetch(g ? Wu : W, N, rl, k, k0 + lh, fw[g]);
+    xfetch(xq, xd, xsum, tl, T, k, k0 + lh, &xs[0][lr * LQ + lh], fx);
+#pragma unroll 1
+    for (int kk = k0, st = 0; kk < k1; kk += KT, st ^= 1) {
+        // weight tiles: row lr, elements kk + lh .. +32 (rows past the end repeat the last)
+#pragma unroll
+        for (int g = 0; g < NWT; g++) {
+            u32 o[8];
+            float sw[2], mw[2];
+            wconv(fw[g], kk + lh, o, sw, mw);
+            uint4 *dst = (uint4 *)&ws[g][lr * LQ + lh];
+            dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+            dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
 #if SB == 16
-                wsw[g][lr][lh / 16] = sw[0];
-                wsw[g][lr][lh / 16 + 1] = sw[1];
+            wsw[g][lr][lh / 16] = sw[0];
+            wsw[g][lr][lh / 16 + 1] = sw[1];
 #else
-                wsw[g][lr][lh / 32] = sw[0];
+            wsw[g][lr][lh / 32] = sw[0];
 #endif
 #if KMIN
-                wmw[g][lr][lh / 32] = mw[0];
+            wmw[g][lr][lh / 32] = mw[0];
 #endif
-            }
         }
-        { // activation tile: token lr, elements kk + lh .. +32 (zeros past the last token)
-            int t = t0 + lr;
-            uint4 *dst = (uint4 *)&xs[lr * LQ + lh];
-            if (t < T) {
-                const uint4 *src = (const uint4 *)(xq + (i64)t * k + kk + lh);
-                dst[0] = src[0];
-                dst[1] = src[1];
-                float dx = xd[(i64)t * (k / 32) + (kk + lh) / 32];
-                sd[lr][lh / 32] = dx;
+        // activation tile: token lr, same elements (the values came with cp.async)
+        sd[lr][lh / 32] = fx.d;
 #if KMIN
-                const int *s16 = xsum + (i64)t * (k / 16) + (kk + lh) / 16;
-                sa[lr][lh / 32] = dx * (float)(s16[0] + s16[1]);
+        sa[lr][lh / 32] = fx.d * (float)fx.s;
 #endif
-            } else {
-                dst[0] = dst[1] = make_uint4(0, 0, 0, 0);
-                sd[lr][lh / 32] = 0.0f;
-#if KMIN
-                sa[lr][lh / 32] = 0.0f;
-#endif
-            }
-        }
+        cp_async_wait<0>();
         __syncthreads();
+        if (kk + KT < k1) { // the next step's loads, in flight during this step's products
+#pragma unroll
+            for (int g = 0; g < NWT; g++)
+                wfetch(g ? Wu : W, N, rl, k, kk + KT + lh, fw[g]);
+            xfetch(xq, xd, xsum, tl, T, k, kk + KT + lh, &xs[st ^ 1][lr * LQ + lh], fx);
+        }
 #pragma unroll
         for (int ks = 0; ks < KT; ks += 32) {
             const int q32 = ks / 32;
             u32 bf[4][2];
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                const u8 *xp = &xs[(wn + j * 8 + g4) * LQ + ks + 4 * t4];
+                const u8 *xp = &xs[st][(wn + j * 8 + g4) * LQ + ks + 4 * t4];
                 bf[j][0] = *(const u32 *)xp;
                 bf[j][1] = *(const u32 *)(xp + 16);
             }
 #pragma unroll
             for (int g = 0; g < NWT; g++)
 #pragma unroll
-                for (int i = 0; i < 2; i++) {
+                for (int i = 0; i < MI; i++) {
                     const int rr = wm + i * 16 + g4; // rows of c0, c1 (and + 8: c2, c3)
                     const u8 *wp = &ws[g][rr * LQ + ks + 4 * t4];
                     u32 af[4] = {*(const u32 *)wp, *(const u32 *)(wp + 8 * LQ),
@@ -279,97 +336,114 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         }
         __syncthreads();
     }
-    (void)xf, (void)xsum; // (xsum: the K formats' min terms only)
+    (void)xh, (void)xsum; // (xsum: the K formats' min terms only)
 }
 
 #else
 // ---- F16 / BF16 weights ----------------------------------------------------------------
+// The activation comes as F16 (BF16) values (quant_act's xh, the floats rounded as the CPU
+// backend rounds them). Per step of 32 along k the block copies the weight and activation
+// tiles to shared memory with cp.async, NS - 1 steps ahead of the one it multiplies (NS
+// stages of 20 KiB in dynamic shared memory), and each warp reads its fragments with
+// ldmatrix: per 16 along k, 2 + NWT x MI ldmatrix for NWT x MI x 4 mma.sync.
+#define LH 40 // shared row stride in halves (80 bytes: 8 rows of an ldmatrix hit 32 banks)
+#ifndef NS
+#define NS 2
+#endif
+#define STG (2 * 128 * LH) // halves per stage: 128 weight rows, then 128 tokens
+
 // The block's products over all of k, into acc
 __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, int nrows,
-                                              int row0, int t0, int k, int T, const float *xf,
-                                              const i8 *xq, const float *xd, const int *xsum,
-                                              float (*acc)[2][NJ][4])
+                                              int row0, int t0, int k, int k0, int k1, int T,
+                                              const void *xh, const i8 *xq, const float *xd,
+                                              const int *xsum, float (*acc)[MI][NJ][4])
 {
-    __shared__ __align__(16) u16 ws[NWT][BM * LD];
-    __shared__ __align__(16) u16 xs[BN * LD];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    // per stage the weight tiles' NWT x BM = 128 rows, then the activation's 128 tokens
+    extern __shared__ __align__(16) u16 smh[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, mi = lane >> 3;
     const int wm = WROW(warp), wn = WTOK(warp); // the warp's rows and tokens
-    for (int kk = 0; kk < k; kk += KT) {
-        // weight tiles, then the activation tile: 128 jobs each, row (or token) lr,
-        // elements kk + lh .. +32
-        for (int job = tid; job < (NWT + 1) * 128; job += NT) {
-            const int g = job >> 7, lr = (job & 127) >> 1, lh = (job & 1) * 32;
-            if (g < NWT) { // (rows past the end repeat the last)
-                int r = min(row0 + lr, nrows - 1);
-                u32 o[16];
-                deq32(g ? Wu : W, r, k, kk + lh, o);
-                u32 *dst = (u32 *)&ws[g][lr * LD + lh];
+    // this thread's copies: 16-byte chunks c = tid and tid + NT of each tile, row (token)
+    // c / 4, elements 8 (c % 4) on; rows past the end repeat the last, tokens past T the last
+    // token (their results are not stored)
+    const u16 *wsrc[2], *xsrc[2];
+    int dst[2];
 #pragma unroll
-                for (int i = 0; i < 16; i++)
-                    dst[i] = o[i];
-            } else { // (zeros past the last token)
-                int t = t0 + lr;
-                u32 *dst = (u32 *)&xs[lr * LD + lh];
-                if (t < T) {
-                    const float4 *src = (const float4 *)(xf + (i64)t * k + kk + lh);
+    for (int u = 0; u < 2; u++) {
+        const int c = tid + u * NT, rr = c >> 2, ch = (c & 3) * 8;
+        const int r = min(row0 + rr % BM, nrows - 1);
+        wsrc[u] = (const u16 *)(rr >= BM ? Wu : W) + (i64)r * k + ch;
+        xsrc[u] = (const u16 *)xh + (i64)min(t0 + rr, T - 1) * k + ch;
+        dst[u] = rr * LH + ch;
+        wsrc[u] += k0, xsrc[u] += k0;
+    }
+    const int nk = (k1 - k0) / KT;
+    // step kt's tiles into stage kt % NS (a group of copies per step, empty past the end)
+#define COPY_STEP(kt)                                                                         \
+    do {                                                                                      \
+        if ((kt) < nk) {                                                                      \
+            u16 *sw_ = smh + ((kt) % NS) * STG;                                               \
+            for (int u = 0; u < 2; u++) {                                                     \
+                cp_async16(sw_ + dst[u], wsrc[u] + (kt) * KT);                                \
+                cp_async16(sw_ + 128 * LH + dst[u], xsrc[u] + (kt) * KT);                     \
+            }                                                                                 \
+        }                                                                                     \
+        cp_async_commit();                                                                    \
+    } while (0)
 #pragma unroll
-                    for (int i = 0; i < 8; i++) {
-                        float4 f = src[i];
-#if QT == T_BF16
-                        dst[2 * i] = (u32)f2bf(f.x) | ((u32)f2bf(f.y) << 16);
-                        dst[2 * i + 1] = (u32)f2bf(f.z) | ((u32)f2bf(f.w) << 16);
-#else
-                        dst[2 * i] = (u32)f2h(f.x) | ((u32)f2h(f.y) << 16);
-                        dst[2 * i + 1] = (u32)f2h(f.z) | ((u32)f2h(f.w) << 16);
-#endif
-                    }
-                } else {
-#pragma unroll
-                    for (int i = 0; i < 16; i++)
-                        dst[i] = 0;
-                }
-            }
-        }
-        __syncthreads();
+    for (int p = 0; p < NS - 1; p++)
+        COPY_STEP(p);
 #pragma unroll 1
+    for (int kt = 0; kt < nk; kt++) {
+        cp_async_wait<NS - 2>(); // step kt's copies (the later steps' may be in flight)
+        __syncthreads();         // ... from every thread; and every warp is done with step kt - 1
+        COPY_STEP(kt + NS - 1);  // into the stage step kt - 1 used
+        const u16 *ws = smh + (kt % NS) * STG, *xs = ws + 128 * LH;
+#pragma unroll
         for (int ks = 0; ks < KT; ks += 16) {
-            int kc = ks + (lane & 3) * 2;
+            // B fragments of the warp's 4 token tiles: matrices (tokens + 8 (mi / 2), k + 8
+            // (mi % 2)) of each pair of tiles
             u32 bf[NJ][2];
 #pragma unroll
-            for (int j = 0; j < NJ; j++) {
-                const u16 *xp = &xs[(wn + j * 8 + (lane >> 2)) * LD + kc];
-                bf[j][0] = *(const u32 *)xp;
-                bf[j][1] = *(const u32 *)(xp + 8);
+            for (int jp = 0; jp < NJ / 2; jp++) {
+                u32 r[4];
+                ldsm_x4<0>(r, &xs[(wn + jp * 16 + (mi >> 1) * 8 + (lane & 7)) * LH + ks +
+                                  (mi & 1) * 8]);
+                bf[2 * jp][0] = r[0], bf[2 * jp][1] = r[1];
+                bf[2 * jp + 1][0] = r[2], bf[2 * jp + 1][1] = r[3];
             }
 #pragma unroll
             for (int g = 0; g < NWT; g++)
 #pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    const u16 *wp = &ws[g][(wm + i * 16 + (lane >> 2)) * LD + kc];
-                    u32 af[4] = {*(const u32 *)wp, *(const u32 *)(wp + 8 * LD),
-                                 *(const u32 *)(wp + 8), *(const u32 *)(wp + 8 * LD + 8)};
+                for (int i = 0; i < MI; i++) {
+                    // A fragment: matrices (rows + 8 (mi % 2), k + 8 (mi / 2))
+                    u32 af[4];
+                    ldsm_x4<0>(af, &ws[(g * BM + wm + i * 16 + (mi & 1) * 8 + (lane & 7)) * LH +
+                                       ks + (mi >> 1) * 8]);
 #pragma unroll
                     for (int j = 0; j < NJ; j++)
                         mma_16816<QT == T_BF16>(acc[g][i][j], af, bf[j][0], bf[j][1]);
                 }
         }
-        __syncthreads();
     }
+    cp_async_wait<0>(); // (nothing may be in flight when the block's shared memory is reused)
+#undef COPY_STEP
     (void)N, (void)xq, (void)xd, (void)xsum;
 }
 
 #endif
 
-// Grid (ceil(T / BN), row tiles); block NT. Quantized tiles name no blocks per SM: with a
+// Grid (ceil(T / BN), row tiles, k slices); block NT. Quantized tiles name no blocks per SM: with a
 // minimum of 3 the compiler chose as many registers (160-168) but 7B Q4_K_M pp512 fell from
 // 7,562 to 6,295 and Q8_0 from 10,687 to 8,138 (measured on the same machine).
-#if QACT
+#if QACT && !defined(QMB)
 extern "C" __global__ void __launch_bounds__(NT)
+#elif QACT
+extern "C" __global__ void __launch_bounds__(NT, QMB)
 #else
 extern "C" __global__ void __launch_bounds__(NT, MB)
 #endif
-mmt(const u8 *W0, const u8 *W1, const u8 *W2, const float *xf, const i8 *xq, const float *xd,
-    const int *xsum, float *y0, float *y1, float *y2,
+mmt(const u8 *W0, const u8 *W1, const u8 *W2, const void *xh, const i8 *xq, const float *xd,
+    const int *xsum, float *part, int *cnt, float *y0, float *y1, float *y2,
     const float *b0, const float *b1, const float *b2, const float *res, float rscale, int r0,
     int r1, int r2, int k, int T)
 {
@@ -387,14 +461,46 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const float *xf, const i8 *xq, con
 #endif
     if (row0 >= nrows)
         return;
-    float acc[NWT][2][NJ][4];
+    float acc[NWT][MI][NJ][4];
     zero_tiles(acc);
     int wm = WROW(warp), wn = WTOK(warp); // the warp's rows and tokens in the tile
     i64 N = (i64)nrows * (k / qblock_elems(QT));
-    tile_products(W, Wu, N, nrows, row0, t0, k, T, xf, xq, xd, xsum, acc);
+    // split along k (gridDim.z > 1, where the tiles alone leave SMs idle): slice z of the
+    // steps; each block stores its partial sums, the last of a tile's blocks to finish adds
+    // them in slice order (the same sums whatever the order the blocks ran in) and writes
+    const int nsp = gridDim.z, z = blockIdx.z, nks = k / KT, per = (nks + nsp - 1) / nsp;
+    const int k0 = min(nks, z * per) * KT, k1 = min(nks, (z + 1) * per) * KT;
+    if (k0 < k1)
+        tile_products(W, Wu, N, nrows, row0, t0, k, k0, k1, T, xh, xq, xd, xsum, acc);
+    if (nsp > 1) {
+        __shared__ int last;
+        const int tile = blockIdx.x + gridDim.x * blockIdx.y, na = NWT * MI * NJ * 4;
+        float *a = &acc[0][0][0][0];
+        float *pp = part + (i64)tile * nsp * na * NT + tid;
+#pragma unroll
+        for (int e = 0; e < na; e++)
+            pp[((i64)z * na + e) * NT] = a[e];
+        __threadfence();
+        __syncthreads();
+        if (tid == 0)
+            last = atomicAdd(&cnt[tile], 1) == nsp - 1;
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+#pragma unroll
+        for (int e = 0; e < na; e++) {
+            float v = 0.0f;
+            for (int zz = 0; zz < nsp; zz++)
+                v += ld_cg(&pp[((i64)zz * na + e) * NT]);
+            a[e] = v;
+        }
+        if (tid == 0)
+            cnt[tile] = 0; // for the next launch
+    }
     // C fragment: c0, c1 at (row lane / 4, tokens 2 (lane % 4) + 0, 1); c2, c3 at row + 8
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
         for (int j = 0; j < NJ; j++)
 #pragma unroll

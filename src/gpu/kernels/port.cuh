@@ -139,6 +139,75 @@ template <int BF> __device__ __forceinline__ void mma_16816(float *c, const unsi
 #endif
 }
 
+// The shared-memory address of a generic pointer into shared memory
+__device__ __forceinline__ unsigned smem_addr(const void *p)
+{
+#if !BRASA_HIP
+    unsigned a;
+    asm("{.reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t;}" : "=r"(a) : "l"(p));
+    return a;
+#else
+    (void)p;
+    return 0;
+#endif
+}
+
+// Four 8x8 matrices of halves from shared memory (lane l gives the address of row l % 8 of
+// matrix l / 8); r[i] is this lane's fragment of matrix i: row l / 4, columns 2 (l % 4) and
+// + 1 (TR = 1: transposed). AMD: zeros (the kernels that use it are not chosen there).
+template <int TR> __device__ __forceinline__ void ldsm_x4(unsigned *r, const void *p)
+{
+#if !BRASA_HIP
+    if (TR)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(smem_addr(p)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(smem_addr(p)));
+#else
+    (void)p;
+    r[0] = r[1] = r[2] = r[3] = 0;
+#endif
+}
+
+// 16 bytes from global to shared memory without passing through registers (sm_80 and newer:
+// cp.async, completed by cp_async_wait); AMD: an ordinary copy.
+__device__ __forceinline__ void cp_async16(void *dst, const void *src)
+{
+#if !BRASA_HIP
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src)
+                 : "memory");
+#else
+    *(uint4 *)dst = *(const uint4 *)src;
+#endif
+}
+// Closes the group of copies issued since the last call.
+__device__ __forceinline__ void cp_async_commit()
+{
+#if !BRASA_HIP
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Waits until at most N groups of copies are still in flight (this thread's copies).
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+#if !BRASA_HIP
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// A float written by another block of the running grid (read from L2, not L1)
+__device__ __forceinline__ float ld_cg(const float *p)
+{
+#if !BRASA_HIP
+    return __ldcg(p);
+#else
+    return *(volatile const float *)p;
+#endif
+}
+
 // Byte-wise a - b (mod 256 in each of the four bytes). NVIDIA: one vsub4. AMD: the SWAR
 // identity (borrows kept inside each byte by the top bits).
 __device__ __forceinline__ unsigned vsub4(unsigned a, unsigned b)

@@ -6,7 +6,8 @@
 //   mode 2: floats rounded to F16; mode 3: to BF16; mode 4: plain copy (F32 weights)
 // Output: xq int8 [ncols][k] + xd float [ncols][k/32] (modes 0, 1), or xf float [ncols][k];
 // mode 1 also writes xs int [ncols][k/16], the sums of each 16 values of xq (the K formats'
-// min terms).
+// min terms); modes 2 and 3 also the F16 / BF16 values themselves to xh [ncols][k] where xh is
+// set (the tensor-core prompt kernel's input).
 // Grid (columns, ceil(k / 2048)): blocks of 256 threads, each a 2048-element chunk of a row.
 // Parameters: none.
 #include "common.cuh"
@@ -15,7 +16,7 @@
 
 extern "C" __global__ void __launch_bounds__(256)
 quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq, float *xd,
-          float *xf, int *xs)
+          float *xf, int *xs, u16 *xh)
 {
     pdl_wait();
     pdl_launch();
@@ -100,7 +101,10 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
     } else {
         for (int i = e0 + threadIdx.x; i < e1; i += blockDim.x) {
             float v = XV(i);
-            xf[(i64)c * k + i] = mode == 2 ? h2f(f2h(v)) : mode == 3 ? bf2f(f2bf(v)) : v;
+            const u16 h = mode == 2 ? f2h(v) : f2bf(v);
+            xf[(i64)c * k + i] = mode == 2 ? h2f(h) : mode == 3 ? bf2f(h) : v;
+            if (xh && mode != 4)
+                xh[(i64)c * k + i] = h;
         }
     }
 #undef XV
