@@ -73,6 +73,7 @@ struct mv_kernel {
     int glu, nr;     /* gate+up; mvd's weight rows per lane group (1 for the others) */
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
     unsigned shm;    /* dynamic shared memory bytes a block (mmt.cu F16 / BF16: NS stages) */
+    int tr, tt, nt;  /* mmt.cu: weight rows (of each weight) and tokens a block, threads */
     CUmodule mod;
     CUfunction fn;
 };
@@ -141,6 +142,7 @@ struct plan {
 #define MMT_SPLIT_TILES 256
 #define MMT_TILE_FLOATS (256 * 64)
 #define MMT_STAGE_BYTES (2 * 128 * 40 * 2) /* mmt.cu F16 / BF16: one stage of tiles */
+#define MMT_KF_BYTES (2 * (64 + 128) * 72 * 2) /* mmt.cu Q4_K / Q5_K on F16: two stages */
 struct gpu_sess {
     struct gpu *g;
     CUstream st;
@@ -323,6 +325,8 @@ void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *
     *cached = g->jit.n_cached;
 }
 
+static bool env_is(const char *name, const char *v);
+
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
@@ -347,6 +351,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
                           "Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)", wtype);
     brasa_status st = BRASA_OK;
     for (int k = 0; k < nv; k++) {
+        if (dec == 2 && v[k].n_defs > 3 && !strcmp(v[k].defs[3].name, "KF") &&
+            env_is("BRASA_GPU_MMT_KF", "0"))
+            continue;
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
                               .nw = (int)v[k].defs[1].value,
                               .ncv = dec == 2 ? 64 : dec ? 1 : (int)v[k].defs[2].value};
@@ -362,9 +369,20 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             g->d.cuModuleUnload(m.mod);
             continue;
         }
-        for (int d = 0; d < v[k].n_defs; d++)
+        int kf = 0;
+        for (int d = 0; d < v[k].n_defs; d++) {
             if (!strcmp(v[k].defs[d].name, "NS"))
                 m.shm = (unsigned)v[k].defs[d].value * MMT_STAGE_BYTES;
+            kf |= !strcmp(v[k].defs[d].name, "KF") && v[k].defs[d].value;
+        }
+        if (dec == 2) { /* the tile shapes of mmt.cu's three paths */
+            int fl = wtype == T_F16 || wtype == T_BF16;
+            m.tr = fl ? (glu ? 64 : 128) : kf && glu ? 32 : 64;
+            m.tt = fl || kf ? 128 : 64;
+            m.nt = fl || kf ? 256 : 128;
+            if (kf)
+                m.shm = MMT_KF_BYTES;
+        }
         if (m.shm > 48 * 1024 &&
             ((int)m.shm > g->smem_optin ||
              g->d.cuFuncSetAttribute(m.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -755,7 +773,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
      * mode 4); batches of at least mmt_min tokens (a 64-row tile per block leaves the SMs idle
      * on short batches: 64 tokens took 3.6x the integer kernel's time, 512 tokens 0.65x,
      * BENCHMARKS.md) */
-    const int mt_rows = mode >= 2 && !glu ? 128 : 64, mt_toks = mode >= 2 ? 128 : 64;
+    const int mt_rows = mode >= 2 && !glu ? 128 : 64; /* (of every variant) */
     bool use_mmt = T >= b->s->mmt_min && b->s->mmt && k % 64 == 0 && mode != 4;
     if (use_mmt && !glu)
         for (int j = i; b->mnext[j] >= 0; j = b->mnext[j])
@@ -791,7 +809,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, b->xd);
         ap(l, b->xf);
         ap(l, b->xs);
-        ap(l, T > 1 && (mode == 2 || mode == 3) ? b->xh : 0); /* mmt's F16 / BF16 input */
+        ap(l, T > 1 && mode >= 1 && mode <= 3 ? b->xh : 0); /* mmt's F16 / BF16 input */
         b->q_src = key;
         b->q_mode = mode;
     }
@@ -875,9 +893,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
     if (use_mmt) {
         if ((st = get_mv(g, 2, w->type, 64, glu, 1, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
-        unsigned tiles = 0, tt = (unsigned)((T + mt_toks - 1) / mt_toks);
+        unsigned tiles = 0, tt = (unsigned)((T + mv->tt - 1) / mv->tt);
         for (int j = 0; j < (glu ? 1 : nm); j++)
-            tiles += (unsigned)((r[j] + mt_rows - 1) / mt_rows);
+            tiles += (unsigned)((r[j] + mv->tr - 1) / mv->tr);
         /* fewer tiles than SMs: k split over up to 8 blocks a tile (about two blocks an SM),
          * each slice at least 4 steps, at most MMT_SPLIT_TILES partial tiles in all */
         long nt = (long)tiles * tt, nks = k / (mode >= 2 ? 32 : 64);
@@ -887,7 +905,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         while (ksp > 1 && (ksp > 8 || nt * ksp > MMT_SPLIT_TILES || nks / ksp < 4))
             ksp--;
         if (!(l = L(b, -1, mv->fn, glu ? "mmt_glu" : nm > 1 ? "mmt_multi" : "mmt", dst, tt,
-                    tiles, (unsigned)ksp, mode >= 2 ? 256 : 128, mv->shm)))
+                    tiles, (unsigned)ksp, (unsigned)mv->nt, mv->shm)))
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);

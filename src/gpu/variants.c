@@ -60,20 +60,27 @@ int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap)
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
-    if (!known || wtype == GGML_TYPE_F32 || cap < 3) /* F32 products stay in F32 */
+    if (!known || wtype == GGML_TYPE_F32 || cap < 4) /* F32 products stay in F32 */
         return 0;
     /* quantized: blocks of 4 warps, 4 or 3 per SM where the registers allow it without
      * spilling, else as many registers as the compiler likes (gate+up of the K formats: about
      * 250, 2 blocks per SM); F16 / BF16: blocks of 8 warps, 2 per SM with 4 stages of tiles
      * in flight (80 KiB of shared memory: where the device allows it), else 2 stages */
     if (wtype != GGML_TYPE_F16 && wtype != GGML_TYPE_BF16) {
-        if (cap < 3)
+        int n = 0;
+        if (cap < 4)
             return 0;
+        /* Q4_K / Q5_K first on the F16 tensor cores (scale per sub-block folded into the
+         * weights: exact; BRASA_GPU_MMT_KF=0 skips it) */
+        if (wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q5_K)
+            out[n++] = (struct gpu_variant){"mmt.cu", 4,
+                                            {{"QT", (long)wtype}, {"GLU", glu}, {"MB", 2},
+                                             {"KF", 1}}};
         for (int v = 0; v < 2; v++)
-            out[v] = (struct gpu_variant){"mmt.cu", 3,
-                                          {{"QT", (long)wtype}, {"GLU", glu}, {"QMB", 4 - v}}};
-        out[2] = (struct gpu_variant){"mmt.cu", 2, {{"QT", (long)wtype}, {"GLU", glu}}};
-        return 3;
+            out[n++] = (struct gpu_variant){"mmt.cu", 3,
+                                            {{"QT", (long)wtype}, {"GLU", glu}, {"QMB", 4 - v}}};
+        out[n++] = (struct gpu_variant){"mmt.cu", 2, {{"QT", (long)wtype}, {"GLU", glu}}};
+        return n;
     }
     static const int ns[3] = {4, 2, 2}, mb[3] = {2, 2, 1}; /* stages (20 KiB each) */
     for (int v = 0; v < 3; v++)

@@ -27,7 +27,22 @@
 #define MB 2
 #endif
 #define QACT (QT != T_F16 && QT != T_BF16) // int8 activations with per-32 scales
-#if QACT // 64 rows x 64 tokens, 4 warps of 32 rows x 32 tokens (of each weight tile)
+#ifndef KF
+#define KF 0
+#endif
+#if KF && QT != T_Q4_K && QT != T_Q5_K
+#error "KF: Q4_K and Q5_K only"
+#endif
+#if KF // 64 rows (GLU: 32 of each) x 128 tokens, 8 warps of 2 x 4
+#define BM (GLU ? 32 : 64)
+#define BN 128
+#define KT 64
+#define NT 256
+#define MI (BM / 32)
+#define NJ 4
+#define WROW(w) (((w) >> 2) * (BM / 2))
+#define WTOK(w) (((w) & 3) * 32)
+#elif QACT // 64 rows x 64 tokens, 4 warps of 32 rows x 32 tokens (of each weight tile)
 #define BM 64 // weight rows per block (of each weight tile)
 #define BN 64 // tokens per block
 #define KT 64 // k per step
@@ -62,7 +77,238 @@ template <typename E> __device__ __forceinline__ void zero_tiles(E (*a)[MI][NJ][
                     a[g][i][j][c] = 0;
 }
 
-#if QACT
+#if KF
+// ---- Q4_K / Q5_K on the F16 tensor cores ----------------------------------------------------
+// Per step of 64 along k (the two sub-blocks 2p, 2p + 1 of a 256-block) the weight tile holds
+// each weight's integer value times its sub-block's 6-bit scale (at most 31 x 63 = 1953: exact
+// in F16) and the activation tile quant_act's int8 values as F16 (exact, xh), so mma.sync
+// m16n8k16 (F16 in, F32 accumulate) adds sum_j sc_j sum q x over the 256-block without a
+// scale per sub-block. At the end of each 256-block the block's sums are scaled once:
+//   acc += dx (d bacc - dmin sum_j mn_j S_j)
+// with the token's scale dx and sums S_j of its 32 int8 values per sub-block (quant_act's sums
+// of 16), the row's d, dmin and 6-bit mins mn_j: the CPU backend's exact integer sums, with
+// the F32 rounding of the products' accumulation only. The activation tile comes with cp.async,
+// the weights are fetched a step ahead into registers and converted into the other stage.
+#define LW 72 // shared row stride in halves (144 bytes: 8 rows of an ldmatrix hit 32 banks)
+#define KSTG ((2 * 32 + BN) * LW) // halves per stage: 64 weight rows, then 128 tokens
+
+// A thread's raw share of a step's weight tile: row lr, elements 8 qd .. + 8 of sub-blocks 2p
+// and 2p + 1 (the 8 bytes of nibbles, Q5_K the 8 bytes of fifth bits) and the scale bytes
+struct kraw {
+    uint2 q;
+#if QT == T_Q5_K
+    uint2 h;
+#endif
+    u32 sb; // the scale bytes of sub-blocks j = 2p and j + 1 (see kfetch)
+};
+__device__ __forceinline__ void kfetch(const u8 *W, i64 N, int r, int k, int kk, int qd, kraw &f)
+{
+    qblk b = qblock(QT, W, N, (i64)r * (k / 256) + kk / 256);
+    const int p = (kk % 256) / 64, j = 2 * p;
+    f.q = *(const uint2 *)(b.q + 32 * p + 8 * qd);
+#if QT == T_Q5_K
+    f.h = *(const uint2 *)(b.h + 16 + 8 * qd);
+#endif
+    // the 6-bit scales (ggml's get_scale_min_k4): j < 4: bytes j, j + 1 of the 12; else the
+    // low nibbles of bytes j + 4, j + 5 and the top bits of bytes j - 4, j - 3
+    const u8 *sc = b.h + 4; // (b.h: d, dmin, then the 12 scale bytes)
+    f.sb = j < 4 ? (u32)sc[j] | ((u32)sc[j + 1] << 8)
+                 : (u32)sc[j + 4] | ((u32)sc[j + 5] << 8) | ((u32)sc[j - 4] << 16) |
+                       ((u32)sc[j - 3] << 24);
+}
+__device__ __forceinline__ void kscales(int j, u32 sb, int *s0, int *s1)
+{
+    if (j < 4) {
+        *s0 = (int)(sb & 63);
+        *s1 = (int)((sb >> 8) & 63);
+    } else {
+        *s0 = (int)((sb & 0xF) | (((sb >> 22) & 3) << 4));
+        *s1 = (int)(((sb >> 8) & 0xF) | ((sb >> 30) << 4));
+    }
+}
+
+// The row's 256-block data for the end-of-block scaling: d, dmin and the 8 mins as bytes
+struct krow {
+    float d, dm;
+    u32 mn0, mn1;
+};
+__device__ __forceinline__ krow krow_of(const u8 *W, i64 N, int r, int k, int kk)
+{
+    qblk b = qblock(QT, W, N, (i64)r * (k / 256) + kk / 256);
+    krow o;
+    o.d = h2f(ld16(b.h));
+    o.dm = h2f(ld16(b.h + 2));
+    u32 m[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        kscale(j, b.h + 4, &sc, &mn);
+        m[j] = (u32)mn;
+    }
+    o.mn0 = m[0] | (m[1] << 8) | (m[2] << 16) | (m[3] << 24);
+    o.mn1 = m[4] | (m[5] << 8) | (m[6] << 16) | (m[7] << 24);
+    return o;
+}
+
+// a . b over two pairs: the 16-bit halves of a times the low (dp2_lo) or high two bytes of b
+__device__ __forceinline__ int dp2_hi(int a, int b, int c)
+{
+#if BRASA_HIP
+    return c + (int)(short)(a & 0xffff) * (int)(signed char)((b >> 16) & 0xff) +
+           (a >> 16) * (int)(signed char)(b >> 24);
+#else
+    return __dp2a_hi(a, b, c);
+#endif
+}
+
+// The block's products over k0 .. k1 (whole 256-blocks), into acc
+__device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, int nrows,
+                                              int row0, int t0, int k, int k0, int k1, int T,
+                                              const void *xh, const i8 *xq, const float *xd,
+                                              const int *xsum, float (*acc)[MI][NJ][4])
+{
+    extern __shared__ __align__(16) u16 smh[];   // 2 stages of KSTG halves
+    __shared__ krow srow[2][NWT * BM];           // per 256-block parity
+    __shared__ float sdx[2][BN];
+    __shared__ u32 sS[2][BN][4];                 // S_j as 16-bit pairs (j, j + 1)
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, mi = lane >> 3;
+    const int g4 = lane >> 2, t4 = lane & 3;
+    const int wm = WROW(warp), wn = WTOK(warp);
+    // weight share: row lr of the NWT x BM = 64 (tile g = lr / BM), elements 8 qd .. + 8
+    const int lr = tid >> 2, qd = tid & 3, gw = lr / BM;
+    const u8 *Wg = gw ? Wu : W;
+    const int rl = min(row0 + lr % BM, nrows - 1);
+    // activation copies: 16-byte chunks c = tid + 256 u (u < 4) of the 128 x 128-byte tile
+    const u16 *xsrc[4];
+    int xdst[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const int c = tid + NT * u, tk = c >> 3, ch = (c & 7) * 8;
+        xsrc[u] = (const u16 *)xh + (i64)min(t0 + tk, T - 1) * k + ch;
+        xdst[u] = (NWT * BM + tk) * LW + ch;
+    }
+    float bacc[NWT][MI][NJ][4];
+    zero_tiles(bacc);
+    kraw f;
+    kfetch(Wg, N, rl, k, k0, qd, f);
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+        cp_async16(smh + xdst[u], xsrc[u] + k0);
+    cp_async_commit();
+#pragma unroll 1
+    for (int kk = k0, st = 0; kk < k1; kk += KT, st ^= 1) {
+        u16 *stg = smh + st * KSTG;
+        const int p = (kk % 256) / 64, par = (kk / 256) & 1;
+        { // the weight share, converted: q x sc as F16 at columns 8 qd + e (sub-block 2p) and
+          // 32 + 8 qd + e (2p + 1)
+            const int j = 2 * p;
+            int s0, s1;
+            kscales(j, f.sb, &s0, &s1);
+            u32 lo[2] = {f.q.x & 0x0F0F0F0Fu, f.q.y & 0x0F0F0F0Fu};
+            u32 hi[2] = {(f.q.x >> 4) & 0x0F0F0F0Fu, (f.q.y >> 4) & 0x0F0F0F0Fu};
+#if QT == T_Q5_K
+            lo[0] |= ((f.h.x >> j) & 0x01010101u) << 4, lo[1] |= ((f.h.y >> j) & 0x01010101u) << 4;
+            hi[0] |= ((f.h.x >> (j + 1)) & 0x01010101u) << 4,
+                hi[1] |= ((f.h.y >> (j + 1)) & 0x01010101u) << 4;
+#endif
+            u32 wl[4], wh[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int w = e >> 1, sh = 16 * (e & 1);
+                const int l0 = (lo[w] >> sh) & 0xff, l1 = (lo[w] >> (sh + 8)) & 0xff;
+                const int h0 = (hi[w] >> sh) & 0xff, h1 = (hi[w] >> (sh + 8)) & 0xff;
+                wl[e] = (u32)f2h((float)(l0 * s0)) | ((u32)f2h((float)(l1 * s0)) << 16);
+                wh[e] = (u32)f2h((float)(h0 * s1)) | ((u32)f2h((float)(h1 * s1)) << 16);
+            }
+            *(uint4 *)(stg + lr * LW + 8 * qd) = make_uint4(wl[0], wl[1], wl[2], wl[3]);
+            *(uint4 *)(stg + lr * LW + 32 + 8 * qd) = make_uint4(wh[0], wh[1], wh[2], wh[3]);
+        }
+        if (p == 0) { // the 256-block's row and token data, for its end
+            if (qd == 0)
+                srow[par][lr] = krow_of(Wg, N, rl, k, kk);
+            if (tid < BN) {
+                const int t = t0 + tid;
+                float dx = 0.0f;
+                u32 sp[4] = {0, 0, 0, 0};
+                if (t < T) {
+                    dx = xd[(i64)t * (k / 32) + kk / 32];
+                    const int4 *s4 = (const int4 *)(xsum + (i64)t * (k / 16) + kk / 16);
+#pragma unroll
+                    for (int q = 0; q < 4; q++) { // sums of 16: j = 2q and 2q + 1
+                        int4 v = s4[q];
+                        sp[q] = (u32)pack16(v.x + v.y, v.z + v.w);
+                    }
+                }
+                sdx[par][tid] = dx;
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    sS[par][tid][q] = sp[q];
+            }
+        }
+        cp_async_wait<0>();
+        __syncthreads();
+        if (kk + KT < k1) { // the next step: activation copies and weight loads in flight
+            u16 *nx = smh + (st ^ 1) * KSTG;
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                cp_async16(nx + xdst[u], xsrc[u] + kk + KT);
+            cp_async_commit();
+            kfetch(Wg, N, rl, k, kk + KT, qd, f);
+        }
+        const u16 *ws = stg, *xs = stg + NWT * BM * LW;
+#pragma unroll
+        for (int ks = 0; ks < KT; ks += 16) {
+            u32 bf[NJ][2];
+#pragma unroll
+            for (int jp = 0; jp < NJ / 2; jp++) {
+                u32 r[4];
+                ldsm_x4<0>(r, &xs[(wn + jp * 16 + (mi >> 1) * 8 + (lane & 7)) * LW + ks +
+                                  (mi & 1) * 8]);
+                bf[2 * jp][0] = r[0], bf[2 * jp][1] = r[1];
+                bf[2 * jp + 1][0] = r[2], bf[2 * jp + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int g = 0; g < NWT; g++)
+#pragma unroll
+                for (int i = 0; i < MI; i++) {
+                    u32 af[4];
+                    ldsm_x4<0>(af, &ws[(g * BM + wm + i * 16 + (mi & 1) * 8 + (lane & 7)) * LW +
+                                       ks + (mi >> 1) * 8]);
+#pragma unroll
+                    for (int j = 0; j < NJ; j++)
+                        mma_16816<0>(bacc[g][i][j], af, bf[j][0], bf[j][1]);
+                }
+        }
+        if (p == 3) { // end of the 256-block: scale its sums into acc
+#pragma unroll
+            for (int g = 0; g < NWT; g++)
+#pragma unroll
+                for (int i = 0; i < MI; i++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) { // rows g4 and g4 + 8
+                        const krow rw = srow[par][g * BM + wm + i * 16 + g4 + 8 * h];
+#pragma unroll
+                        for (int j = 0; j < NJ; j++)
+#pragma unroll
+                            for (int c = 0; c < 2; c++) {
+                                const int tk = wn + j * 8 + 2 * t4 + c;
+                                const u32 *S = sS[par][tk];
+                                int ms = dot2_i16_i8((int)S[0], (int)rw.mn0, 0);
+                                ms = dp2_hi((int)S[1], (int)rw.mn0, ms);
+                                ms = dot2_i16_i8((int)S[2], (int)rw.mn1, ms);
+                                ms = dp2_hi((int)S[3], (int)rw.mn1, ms);
+                                float &bv = bacc[g][i][j][2 * h + c];
+                                acc[g][i][j][2 * h + c] +=
+                                    sdx[par][tk] * (rw.d * bv - rw.dm * (float)ms);
+                                bv = 0.0f;
+                            }
+                    }
+        }
+    }
+    (void)xq;
+}
+
+#elif QACT
 // ---- quantized weights: int8 tiles, integer tensor-core products --------------------------
 // The weight tile holds the integer weight values (Q4_0: q - 8; Q4_K: q; Q5_K: q with its
 // fifth bit; Q6_K: q - 32; Q8_0: q), all within int8, and the activation tile quant_act's int8
@@ -435,7 +681,9 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 // Grid (ceil(T / BN), row tiles, k slices); block NT. Quantized tiles name no blocks per SM: with a
 // minimum of 3 the compiler chose as many registers (160-168) but 7B Q4_K_M pp512 fell from
 // 7,562 to 6,295 and Q8_0 from 10,687 to 8,138 (measured on the same machine).
-#if QACT && !defined(QMB)
+#if KF
+extern "C" __global__ void __launch_bounds__(NT, 2)
+#elif QACT && !defined(QMB)
 extern "C" __global__ void __launch_bounds__(NT)
 #elif QACT
 extern "C" __global__ void __launch_bounds__(NT, QMB)
@@ -468,7 +716,9 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const void *xh, const i8 *xq, cons
     // split along k (gridDim.z > 1, where the tiles alone leave SMs idle): slice z of the
     // steps; each block stores its partial sums, the last of a tile's blocks to finish adds
     // them in slice order (the same sums whatever the order the blocks ran in) and writes
-    const int nsp = gridDim.z, z = blockIdx.z, nks = k / KT, per = (nks + nsp - 1) / nsp;
+    // (KF: slices of whole 256-blocks, 4 steps)
+    const int nsp = gridDim.z, z = blockIdx.z, nks = k / KT, al = KF ? 4 : 1;
+    const int per = ((nks + nsp - 1) / nsp + al - 1) / al * al;
     const int k0 = min(nks, z * per) * KT, k1 = min(nks, (z + 1) * per) * KT;
     if (k0 < k1)
         tile_products(W, Wu, N, nrows, row0, t0, k, k0, k1, T, xh, xq, xd, xsum, acc);

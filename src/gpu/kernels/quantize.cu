@@ -6,8 +6,8 @@
 //   mode 2: floats rounded to F16; mode 3: to BF16; mode 4: plain copy (F32 weights)
 // Output: xq int8 [ncols][k] + xd float [ncols][k/32] (modes 0, 1), or xf float [ncols][k];
 // mode 1 also writes xs int [ncols][k/16], the sums of each 16 values of xq (the K formats'
-// min terms); modes 2 and 3 also the F16 / BF16 values themselves to xh [ncols][k] where xh is
-// set (the tensor-core prompt kernel's input).
+// min terms); where xh is set, modes 2 and 3 also write the F16 / BF16 values themselves to xh
+// [ncols][k], mode 1 its int8 values as F16 (the tensor-core prompt kernel's inputs).
 // Grid (columns, ceil(k / 2048)): blocks of 256 threads, each a 2048-element chunk of a row.
 // Parameters: none.
 #include "common.cuh"
@@ -90,6 +90,8 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
             for (int j = 0; j < 8; j++) {
                 int q = am != 0.0f ? min(127, __float2int_rn(iscale * v[j])) : 0;
                 xq[(i64)c * k + b * 256 + lane * 8 + j] = (i8)q;
+                if (xh)
+                    xh[(i64)c * k + b * 256 + lane * 8 + j] = f2h((float)q);
                 sum += q;
             }
             sum += shfl_xor(sum, 1);
