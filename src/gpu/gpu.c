@@ -909,7 +909,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);
-        ap(l, mode >= 2 ? b->xh : 0); /* F16 / BF16 values (quant_act) */
+        ap(l, b->xh); /* F16 / BF16 values, or Q4_K / Q5_K's int8 ones as F16 (quant_act) */
         ap(l, b->xq);
         ap(l, b->xd);
         ap(l, b->xs);

@@ -209,17 +209,6 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     int j0 = sp * chunk, j1 = min(npos, j0 + chunk);
     float *qv = sm, *sc = sm + hd;
     const float *q = Q + ((long long)t * nh + h) * hd;
-    // the thread's first cache row: its first 64 keys are loaded before q is (their latency
-    // and q's overlap)
-    const int jf = j0 + threadIdx.x;
-    const bool pre = kv_f16 && hd % 64 == 0 && jf < j1;
-    uint4 kpre[8];
-    if (pre) {
-        const u16 *kr = (const u16 *)Kc + (long long)jf * kvw + kvh * hd;
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            kpre[i] = *(const uint4 *)(kr + 8 * i);
-    }
     for (int d = threadIdx.x; d < hd; d += blockDim.x)
         qv[d] = kv_f16 ? round_h(q[d]) : q[d];
     __syncthreads();
@@ -234,10 +223,9 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             if (hd % 64 == 0) {
                 for (int d0 = 0; d0 < hd; d0 += 64) {
                     uint4 u[8];
-                    const bool p0 = pre && j == jf && d0 == 0;
 #pragma unroll
                     for (int i = 0; i < 8; i++)
-                        u[i] = p0 ? kpre[i] : *(const uint4 *)(kr + d0 + 8 * i);
+                        u[i] = *(const uint4 *)(kr + d0 + 8 * i);
 #pragma unroll
                     for (int i = 0; i < 8; i++) {
                         const int d = d0 + 8 * i;
@@ -290,22 +278,6 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         sc[j - j0] = s;
         mx = fmaxf(mx, s);
     }
-    // the F16 output pass's first rows (below) are loaded now: their latency overlaps the
-    // softmax's reductions
-    const bool fout = kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128) && blockDim.x == 128;
-    const int ncg = fout ? hd / 16 : 1, nrg = 128 / ncg, cg = threadIdx.x % ncg, rg = threadIdx.x / ncg;
-    const u16 *vb = (const u16 *)Vc + kvh * hd + cg * 16;
-    uint4 vpre[4][2];
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        const int jq = j0 + rg + q * nrg;
-        vpre[q][0] = vpre[q][1] = make_uint4(0, 0, 0, 0);
-        if (fout && jq < j1) {
-            const u16 *r = vb + (long long)jq * kvw;
-            vpre[q][0] = *(const uint4 *)r;
-            vpre[q][1] = *(const uint4 *)(r + 8);
-        }
-    }
     __syncthreads();
     mx = block_max(mx, red);
     double sum = 0;
@@ -319,14 +291,16 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     // this block's output: the head's row of O, or (splits > 1) its partial after (max, sum)
     float *orow = splits == 1 ? O + ((long long)t * nh + h) * hd
                               : part + (((long long)t * nh + h) * splits + sp) * (hd + 2) + 2;
-    if (fout) {
+    if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128) && blockDim.x == 128) {
         // output, F16 cache: thread = (row group, 16 columns); each reads its rows' 32-byte
         // pieces (two rows at a time), then the row groups' sums are added in shared memory
         // (red2: 2048 floats after the scores)
+        const int ncg = hd / 16, nrg = 128 / ncg, cg = threadIdx.x % ncg, rg = threadIdx.x / ncg;
         float o[16];
 #pragma unroll
         for (int i = 0; i < 16; i++)
             o[i] = 0.0f;
+        const u16 *vb = (const u16 *)Vc + kvh * hd + cg * 16;
         // rows j + q nrg (q < 4) each pass, all four loaded before the first is used; added as
         // two pairs (j, j + nrg), then (j + 2 nrg, j + 3 nrg), in the order of rows
         for (int j = j0 + rg; j < j1; j += 4 * nrg) {
@@ -339,8 +313,8 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                 pr[q] = 0.0f;
                 if (jq < j1) {
                     const u16 *r = vb + (long long)jq * kvw;
-                    a[q][0] = j == j0 + rg ? vpre[q][0] : *(const uint4 *)r;
-                    a[q][1] = j == j0 + rg ? vpre[q][1] : *(const uint4 *)(r + 8);
+                    a[q][0] = *(const uint4 *)r;
+                    a[q][1] = *(const uint4 *)(r + 8);
                     pr[q] = sc[jq - j0] * inv;
                     if (splits == 1)
                         pr[q] = round_h(pr[q]);
