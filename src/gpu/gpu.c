@@ -357,6 +357,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
                               .nw = (int)v[k].defs[1].value,
                               .ncv = dec == 2 ? 64 : dec ? 1 : (int)v[k].defs[2].value};
+        if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
+            v[k].defs[v[k].n_defs++] = (struct jit_def){"PF", 0}; /* (measurement) */
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
             continue;
         int regs = 0, local = 0;

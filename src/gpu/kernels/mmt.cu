@@ -318,6 +318,9 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #define SB (QT == T_Q6_K ? 16 : 32) // elements per weight scale
 #define KMIN (QT == T_Q4_K || QT == T_Q5_K) // a min term per 32 (the K formats with mins)
 #define NSB (KT / SB)               // weight scales per row and step
+#ifndef PF
+#define PF 1 // 1: the next step's weights are loaded during this step's products
+#endif
 
 // A thread's raw share of a weight tile: elements [e0, e0 + 32) of one row (e0 % 32 == 0), as
 // loaded from memory (wfetch), then as 32 int8 with the scale of each SB and (K formats) the
@@ -496,6 +499,10 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
     xfetch(xq, xd, xsum, tl, T, k, k0 + lh, &xs[0][lr * LQ + lh], fx);
 #pragma unroll 1
     for (int kk = k0, st = 0; kk < k1; kk += KT, st ^= 1) {
+        if (!PF && kk > k0)
+#pragma unroll
+            for (int g = 0; g < NWT; g++)
+                wfetch(g ? Wu : W, N, rl, k, kk + lh, fw[g]);
         // weight tiles: row lr, elements kk + lh .. +32 (rows past the end repeat the last)
 #pragma unroll
         for (int g = 0; g < NWT; g++) {
@@ -524,7 +531,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         __syncthreads();
         if (kk + KT < k1) { // the next step's loads, in flight during this step's products
 #pragma unroll
-            for (int g = 0; g < NWT; g++)
+            for (int g = 0; g < NWT && PF; g++)
                 wfetch(g ? Wu : W, N, rl, k, kk + KT + lh, fw[g]);
             xfetch(xq, xd, xsum, tl, T, k, kk + KT + lh, &xs[st ^ 1][lr * LQ + lh], fx);
         }

@@ -86,14 +86,18 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
             }
             float iscale = am != 0.0f ? -127.0f / mx : 0.0f;
             int sum = 0;
+            u32 hq[4]; // the 8 values as F16 pairs: one 16-byte store
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 int q = am != 0.0f ? min(127, __float2int_rn(iscale * v[j])) : 0;
                 xq[(i64)c * k + b * 256 + lane * 8 + j] = (i8)q;
-                if (xh)
-                    xh[(i64)c * k + b * 256 + lane * 8 + j] = f2h((float)q);
+                const u32 h = f2h((float)q);
+                hq[j / 2] = j & 1 ? hq[j / 2] | (h << 16) : h;
                 sum += q;
             }
+            if (xh)
+                *(uint4 *)(xh + (i64)c * k + b * 256 + lane * 8) =
+                    make_uint4(hq[0], hq[1], hq[2], hq[3]);
             sum += shfl_xor(sum, 1);
             if (!(lane & 1))
                 xs[(i64)c * (k / 16) + b * 16 + lane / 2] = sum;
