@@ -1,20 +1,25 @@
 // mmt.cu: prompt-batch matrix products on the tensor cores, y[t][r] = sum_k x[t][k] W[r][k].
-// Quantized weights: a block computes 64 weight rows x 64 tokens: per step of 64 along k it
-// stages the weight tile (W planar, gpu/layout.h) and the activation tile in shared memory and
-// runs mma.sync on them, 4 warps of 32 rows x 32 tokens. F16 / BF16: 128 rows (GLU: 64 gate
-// and 64 up) x 128 tokens, 8 warps of 64 (32) rows x 32 tokens, tiles copied with cp.async a
-// step ahead.
+// Three paths, each a block of weight rows x tokens staged in shared memory:
+// - Q4_K / Q5_K (KF = 1): 64 rows (GLU: 32 gate and 32 up) x 128 tokens, 8 warps, F16 mma.sync
+//   on the weights' integer values times their sub-block scales (exact in F16) and the int8
+//   activations as F16 (exact), scaled once per 256-block (see the section below);
+// - other quantized weights (and Q4_K / Q5_K with KF = 0): 64 rows x 64 tokens, 4 warps of 32
+//   rows x 32 tokens, int8 mma.sync, each 32 (Q6_K: 16) scaled on the FP32 pipe;
+// - F16 / BF16: 128 rows (GLU: 64 of each) x 128 tokens, 8 warps of 64 (32) rows x 32 tokens,
+//   tiles copied with cp.async NS - 1 steps ahead.
 // The activation is what the CPU backend (and ggml) multiplies the same weights with, so both
 // round alike: for quantized weights the integer weight values and the int8 activations of
-// quant_act (modes 0 and 1), multiplied as integers (int8 mma), each block's exact integer
-// product then scaled by the row's and the token's scales less the min term (K formats, with
-// quant_act's sums of 16); for F16 weights floats rounded to F16, for BF16 weights to BF16
-// (F32 accumulate). F32 weights do not come here.
+// quant_act (modes 0 and 1), multiplied exactly, each block's integer product then scaled by
+// the row's and the token's scales less the min term (K formats, with quant_act's sums of 16);
+// for F16 weights floats rounded to F16, for BF16 weights to BF16 (F32 accumulate). F32
+// weights do not come here. The quantized paths load the next step's weights while the tensor
+// cores work on this one (PF).
 // Epilogue as matvec.cu: bias, residual add (y = res + rscale * acc), up to three weights that
 // read the same activation (each a multiple of BM rows but the last), or with GLU the gate and
 // up tiles together and the SwiGLU output. Where the tiles alone would leave SMs idle the host
 // splits k over gridDim.z blocks a tile (partial sums in part[], a count per tile in cnt[]).
-// Parameters: QT (weight type), GLU, MB (F16 / BF16: blocks per SM the registers must allow).
+// Parameters: QT (weight type), GLU, KF, MB (F16 / BF16, KF: blocks per SM the registers must
+// allow), QMB (the int8 path's), NS (F16 / BF16 stages), PF.
 #include "common.cuh"
 
 #ifndef QT
@@ -685,9 +690,8 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 
 #endif
 
-// Grid (ceil(T / BN), row tiles, k slices); block NT. Quantized tiles name no blocks per SM: with a
-// minimum of 3 the compiler chose as many registers (160-168) but 7B Q4_K_M pp512 fell from
-// 7,562 to 6,295 and Q8_0 from 10,687 to 8,138 (measured on the same machine).
+// Grid (ceil(T / BN), row tiles, k slices); block NT. The int8 path's blocks per SM (QMB) are
+// tried at 4, then 3, then left to the compiler: the first that does not spill is taken.
 #if KF
 extern "C" __global__ void __launch_bounds__(NT, 2)
 #elif QACT && !defined(QMB)
