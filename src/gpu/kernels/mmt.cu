@@ -82,6 +82,42 @@ template <typename E> __device__ __forceinline__ void zero_tiles(E (*a)[MI][NJ][
                     a[g][i][j][c] = 0;
 }
 
+// A warp's products over one staged step of KS along k (F16 paths): weight rows in ws (row
+// stride LDW halves, weight tile g at row g BM, the warp's at wm), tokens in xs (the warp's at
+// wn), fragments by ldmatrix, mma.sync m16n8k16 (BF: BF16) into a.
+template <int BF, int LDW, int KS>
+__device__ __forceinline__ void warp_step_f16(const u16 *ws, const u16 *xs, int wm, int wn,
+                                              int lane, float (*a)[MI][NJ][4])
+{
+    const int mi = lane >> 3;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks += 16) {
+        // B fragments of the warp's token tiles: matrices (tokens + 8 (mi / 2), k + 8 (mi % 2))
+        // of each pair of tiles
+        u32 bf[NJ][2];
+#pragma unroll
+        for (int jp = 0; jp < NJ / 2; jp++) {
+            u32 r[4];
+            ldsm_x4<0>(r, &xs[(wn + jp * 16 + (mi >> 1) * 8 + (lane & 7)) * LDW + ks +
+                              (mi & 1) * 8]);
+            bf[2 * jp][0] = r[0], bf[2 * jp][1] = r[1];
+            bf[2 * jp + 1][0] = r[2], bf[2 * jp + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int g = 0; g < NWT; g++)
+#pragma unroll
+            for (int i = 0; i < MI; i++) {
+                // A fragment: matrices (rows + 8 (mi % 2), k + 8 (mi / 2))
+                u32 af[4];
+                ldsm_x4<0>(af, &ws[(g * BM + wm + i * 16 + (mi & 1) * 8 + (lane & 7)) * LDW +
+                                   ks + (mi >> 1) * 8]);
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+                    mma_16816<BF>(a[g][i][j], af, bf[j][0], bf[j][1]);
+            }
+    }
+}
+
 #if KF
 // ---- Q4_K / Q5_K on the F16 tensor cores ----------------------------------------------------
 // Per step of 64 along k (the two sub-blocks 2p, 2p + 1 of a 256-block) the weight tile holds
@@ -176,7 +212,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
     __shared__ krow srow[2][NWT * BM];           // per 256-block parity
     __shared__ float sdx[2][BN];
     __shared__ u32 sS[2][BN][4];                 // S_j as 16-bit pairs (j, j + 1)
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, mi = lane >> 3;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g4 = lane >> 2, t4 = lane & 3;
     const int wm = WROW(warp), wn = WTOK(warp);
     // weight share: row lr of the NWT x BM = 64 (tile g = lr / BM), elements 8 qd .. + 8
@@ -260,30 +296,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
             cp_async_commit();
             kfetch(Wg, N, rl, k, kk + KT, qd, f);
         }
-        const u16 *ws = stg, *xs = stg + NWT * BM * LW;
-#pragma unroll
-        for (int ks = 0; ks < KT; ks += 16) {
-            u32 bf[NJ][2];
-#pragma unroll
-            for (int jp = 0; jp < NJ / 2; jp++) {
-                u32 r[4];
-                ldsm_x4<0>(r, &xs[(wn + jp * 16 + (mi >> 1) * 8 + (lane & 7)) * LW + ks +
-                                  (mi & 1) * 8]);
-                bf[2 * jp][0] = r[0], bf[2 * jp][1] = r[1];
-                bf[2 * jp + 1][0] = r[2], bf[2 * jp + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int g = 0; g < NWT; g++)
-#pragma unroll
-                for (int i = 0; i < MI; i++) {
-                    u32 af[4];
-                    ldsm_x4<0>(af, &ws[(g * BM + wm + i * 16 + (mi & 1) * 8 + (lane & 7)) * LW +
-                                       ks + (mi >> 1) * 8]);
-#pragma unroll
-                    for (int j = 0; j < NJ; j++)
-                        mma_16816<0>(bacc[g][i][j], af, bf[j][0], bf[j][1]);
-                }
-        }
+        warp_step_f16<0, LW, KT>(stg, stg + NWT * BM * LW, wm, wn, lane, bacc);
         if (p == 3) { // end of the 256-block: scale its sums into acc
 #pragma unroll
             for (int g = 0; g < NWT; g++)
@@ -618,7 +631,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 {
     // per stage the weight tiles' NWT x BM = 128 rows, then the activation's 128 tokens
     extern __shared__ __align__(16) u16 smh[];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, mi = lane >> 3;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = WROW(warp), wn = WTOK(warp); // the warp's rows and tokens
     // this thread's copies: 16-byte chunks c = tid and tid + NT of each tile, row (token)
     // c / 4, elements 8 (c % 4) on; rows past the end repeat the last, tokens past T the last
@@ -655,33 +668,8 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         cp_async_wait<NS - 2>(); // step kt's copies (the later steps' may be in flight)
         __syncthreads();         // ... from every thread; and every warp is done with step kt - 1
         COPY_STEP(kt + NS - 1);  // into the stage step kt - 1 used
-        const u16 *ws = smh + (kt % NS) * STG, *xs = ws + 128 * LH;
-#pragma unroll
-        for (int ks = 0; ks < KT; ks += 16) {
-            // B fragments of the warp's 4 token tiles: matrices (tokens + 8 (mi / 2), k + 8
-            // (mi % 2)) of each pair of tiles
-            u32 bf[NJ][2];
-#pragma unroll
-            for (int jp = 0; jp < NJ / 2; jp++) {
-                u32 r[4];
-                ldsm_x4<0>(r, &xs[(wn + jp * 16 + (mi >> 1) * 8 + (lane & 7)) * LH + ks +
-                                  (mi & 1) * 8]);
-                bf[2 * jp][0] = r[0], bf[2 * jp][1] = r[1];
-                bf[2 * jp + 1][0] = r[2], bf[2 * jp + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int g = 0; g < NWT; g++)
-#pragma unroll
-                for (int i = 0; i < MI; i++) {
-                    // A fragment: matrices (rows + 8 (mi % 2), k + 8 (mi / 2))
-                    u32 af[4];
-                    ldsm_x4<0>(af, &ws[(g * BM + wm + i * 16 + (mi & 1) * 8 + (lane & 7)) * LH +
-                                       ks + (mi >> 1) * 8]);
-#pragma unroll
-                    for (int j = 0; j < NJ; j++)
-                        mma_16816<QT == T_BF16>(acc[g][i][j], af, bf[j][0], bf[j][1]);
-                }
-        }
+        const u16 *ws = smh + (kt % NS) * STG;
+        warp_step_f16<QT == T_BF16, LH, KT>(ws, ws + 128 * LH, wm, wn, lane, acc);
     }
     cp_async_wait<0>(); // (nothing may be in flight when the block's shared memory is reused)
 #undef COPY_STEP
