@@ -73,7 +73,7 @@ struct mv_kernel {
     int glu, nr;     /* gate+up; mvd's weight rows per lane group (1 for the others) */
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
     unsigned shm;    /* dynamic shared memory bytes a block (mmt.cu F16 / BF16: NS stages) */
-    int tr, tt, nt;  /* mmt.cu: weight rows (of each weight) and tokens a block, threads */
+    int tr, nt;      /* mmt.cu: weight rows (of each weight) a block, threads (ncv: tokens) */
     CUmodule mod;
     CUfunction fn;
 };
@@ -351,12 +351,17 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
                           "Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)", wtype);
     brasa_status st = BRASA_OK;
     for (int k = 0; k < nv; k++) {
-        if (dec == 2 && v[k].n_defs > 3 && !strcmp(v[k].defs[3].name, "KF") &&
-            env_is("BRASA_GPU_MMT_KF", "0"))
+        int kf = 0, ns = 0; /* mmt.cu: the Q4_K / Q5_K path; F16 / BF16 stages */
+        for (int d = 0; d < v[k].n_defs; d++) {
+            kf |= !strcmp(v[k].defs[d].name, "KF") && v[k].defs[d].value;
+            if (!strcmp(v[k].defs[d].name, "NS"))
+                ns = (int)v[k].defs[d].value;
+        }
+        if (kf && env_is("BRASA_GPU_MMT_KF", "0"))
             continue;
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
                               .nw = (int)v[k].defs[1].value,
-                              .ncv = dec == 2 ? 64 : dec ? 1 : (int)v[k].defs[2].value};
+                              .ncv = dec ? 1 : (int)v[k].defs[2].value};
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"PF", 0}; /* (measurement) */
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
@@ -371,19 +376,12 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             g->d.cuModuleUnload(m.mod);
             continue;
         }
-        int kf = 0;
-        for (int d = 0; d < v[k].n_defs; d++) {
-            if (!strcmp(v[k].defs[d].name, "NS"))
-                m.shm = (unsigned)v[k].defs[d].value * MMT_STAGE_BYTES;
-            kf |= !strcmp(v[k].defs[d].name, "KF") && v[k].defs[d].value;
-        }
         if (dec == 2) { /* the tile shapes of mmt.cu's three paths */
             int fl = wtype == T_F16 || wtype == T_BF16;
             m.tr = fl ? (glu ? 64 : 128) : kf && glu ? 32 : 64;
-            m.tt = fl || kf ? 128 : 64;
+            m.ncv = fl || kf ? 128 : 64;
             m.nt = fl || kf ? 256 : 128;
-            if (kf)
-                m.shm = MMT_KF_BYTES;
+            m.shm = kf ? MMT_KF_BYTES : (unsigned)ns * MMT_STAGE_BYTES;
         }
         if (m.shm > 48 * 1024 &&
             ((int)m.shm > g->smem_optin ||
@@ -895,7 +893,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     if (use_mmt) {
         if ((st = get_mv(g, 2, w->type, 64, glu, 1, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
-        unsigned tiles = 0, tt = (unsigned)((T + mv->tt - 1) / mv->tt);
+        unsigned tiles = 0, tt = (unsigned)((T + mv->ncv - 1) / mv->ncv);
         for (int j = 0; j < (glu ? 1 : nm); j++)
             tiles += (unsigned)((r[j] + mv->tr - 1) / mv->tr);
         /* fewer tiles than SMs: k split over up to 8 blocks a tile (about two blocks an SM),

@@ -68,8 +68,6 @@ int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap)
      * in flight (80 KiB of shared memory: where the device allows it), else 2 stages */
     if (wtype != GGML_TYPE_F16 && wtype != GGML_TYPE_BF16) {
         int n = 0;
-        if (cap < 4)
-            return 0;
         /* Q4_K / Q5_K first on the F16 tensor cores (scale per sub-block folded into the
          * weights: exact; BRASA_GPU_MMT_KF=0 skips it) */
         if (wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q5_K)

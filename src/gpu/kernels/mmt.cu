@@ -391,12 +391,11 @@ __device__ __forceinline__ void wconv(const wraw &f, int e0, u32 *o, float *sw, 
     mw[0] = mw[1] = 0.0f;
 #if QT == T_Q8_0 || QT == T_Q4_0
     sw[0] = sw[1] = h2f((u16)f.s);
-    u32 w[4] = {f.a.x, f.a.y, f.a.z, f.a.w};
 #if QT == T_Q8_0
     o[0] = f.a.x, o[1] = f.a.y, o[2] = f.a.z, o[3] = f.a.w;
     o[4] = f.b.x, o[5] = f.b.y, o[6] = f.b.z, o[7] = f.b.w;
-    (void)w;
 #else
+    const u32 w[4] = {f.a.x, f.a.y, f.a.z, f.a.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         o[i] = vsub4(w[i] & m4, 0x08080808u);
