@@ -8,7 +8,8 @@
 // mode 1 also writes xs int [ncols][k/16], the sums of each 16 values of xq (the K formats'
 // min terms); where xh is set, modes 2 and 3 also write the F16 / BF16 values themselves to xh
 // [ncols][k], mode 1 its int8 values as F16 (the tensor-core prompt kernel's inputs).
-// Grid (columns, ceil(k / 2048)): blocks of 256 threads, each a 2048-element chunk of a row.
+// Grid (columns, ceil(k / 2048)): blocks of 256 threads (8 elements each), each a 2048-element
+// chunk of a row.
 // Parameters: none.
 #include "common.cuh"
 
@@ -24,6 +25,20 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
     int c = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int e0 = blockIdx.y * CHUNK, e1 = min(k, e0 + CHUNK);
     const float *xr = x + (i64)c * k;
+    // the thread's 8 elements of the chunk (mode 1: warp w's 256-block, 8 in a row from
+    // lane * 8; mode 0: lane's element of the warp's 32-blocks w, w + 8, ...; else every
+    // 256th from the thread's), loaded with their norm weights before the row's sum, so the
+    // conversion waits on no load after it
+    float xv[8], wv[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int b1 = e0 / 256 + w, b0 = e0 / 32 + w + 8 * j;
+        const int i = mode == 1 ? b1 * 256 + lane * 8 + j
+                    : mode == 0 ? b0 * 32 + lane : e0 + (int)threadIdx.x + 256 * j;
+        const bool ok = mode == 1 ? b1 < e1 / 256 : mode == 0 ? b0 < e1 / 32 : i < e1;
+        xv[j] = ok ? xr[i] : 0.0f;
+        wv[j] = ok && normw ? normw[i] : 1.0f;
+    }
     float scale = 1.0f;
     if (normw) { // every block of the row sums the whole row (cheap, from L2)
         // each thread issues 8 loads of 16 bytes before it adds: the sum waits on L2's latency
@@ -51,10 +66,14 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
         s = block_sum_d(s, sh);
         scale = 1.0f / sqrtf((float)(s / k) + eps);
     }
-#define XV(i) (normw ? (xr[i] * scale) * normw[i] : xr[i])
+#define XV(j) (normw ? (xv[j] * scale) * wv[j] : xv[j])
     if (mode == 0) {
-        for (int b = e0 / 32 + w; b < e1 / 32; b += 8) {
-            float v = XV(b * 32 + lane);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int b = e0 / 32 + w + 8 * j;
+            if (b >= e1 / 32)
+                break;
+            float v = XV(j);
             float amax = warp_max(fabsf(v));
             float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
             xq[(i64)c * k + b * 32 + lane] = (i8)__float2int_rn(v * id);
@@ -62,11 +81,12 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
                 xd[(i64)c * (k / 32) + b] = h2f(f2h(d));
         }
     } else if (mode == 1) {
-        for (int b = e0 / 256 + w; b < e1 / 256; b += 8) {
+        const int b = e0 / 256 + w;
+        if (b < e1 / 256) {
             float v[8], am = 0.0f, mx = 0.0f;
 #pragma unroll
             for (int j = 0; j < 8; j++) { // lane holds elements lane*8 .. lane*8+7
-                v[j] = XV(b * 256 + lane * 8 + j);
+                v[j] = XV(j);
                 if (fabsf(v[j]) > am) {
                     am = fabsf(v[j]);
                     mx = v[j];
@@ -105,8 +125,12 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
                 xd[(i64)c * (k / 32) + b * 8 + lane] = am != 0.0f ? 1.0f / iscale : 0.0f;
         }
     } else {
-        for (int i = e0 + threadIdx.x; i < e1; i += blockDim.x) {
-            float v = XV(i);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int i = e0 + (int)threadIdx.x + 256 * j;
+            if (i >= e1)
+                break;
+            float v = XV(j);
             const u16 h = mode == 2 ? f2h(v) : f2bf(v);
             xf[(i64)c * k + i] = mode == 2 ? h2f(h) : mode == 3 ? bf2f(h) : v;
             if (xh && mode != 4)
