@@ -201,18 +201,25 @@ TEST(fixtures_vs_golden_and_cpu)
     snprintf(probe, sizeof probe, "%s", test_shared_path("fixtures/llama.F32.gguf"));
     if (!test_file_exists(probe))
         SKIP("fixtures not found (set BRASA_SHARED)");
-    /* twice: the prompts (a few tokens each) through the integer batch kernel, then through
-     * the tensor-core one (which otherwise takes batches of 256 tokens and more) */
-    for (int pass = 0; pass < 2; pass++) {
+    /* three times: the prompts (a few tokens each) through the integer batch kernel, then
+     * through the tensor-core one (which otherwise takes batches of 256 tokens and more), with
+     * quantized weights dequantized into F16 tiles, then on their integer (and Q4_K / Q5_K
+     * F16) tiles */
+    static const char *pass_name[3] = {"integer prompts", "tensor-core prompts",
+                                       "tensor-core prompts, integer tiles"};
+    for (int pass = 0; pass < 3; pass++) {
         double wg = 0, wc = 0;
         if (pass)
             setenv("BRASA_GPU_MMT_MIN", "2", 1);
+        if (pass)
+            setenv("BRASA_GPU_MMT_DQ", pass == 1 ? "1" : "0", 1);
         for (size_t a = 0; a < sizeof archs / sizeof *archs; a++)
             for (size_t t = 0; t < sizeof types / sizeof *types; t++)
                 check_file(archs[a], types[t], &wg, &wc);
         unsetenv("BRASA_GPU_MMT_MIN");
-        printf("  worst error / bound (%s): vs golden %.2f, vs CPU %.2f\n",
-               pass ? "tensor-core prompts" : "integer prompts", wg, wc);
+        unsetenv("BRASA_GPU_MMT_DQ");
+        printf("  worst error / bound (%s): vs golden %.2f, vs CPU %.2f\n", pass_name[pass], wg,
+               wc);
     }
 }
 

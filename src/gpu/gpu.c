@@ -69,11 +69,14 @@ struct mv_kernel {
     uint32_t wtype;
     int dec;         /* 1: the decode kernel (mvd.cu), 2: the tensor-core batch kernel (mmt.cu),
                       * 0: matvec.cu */
-    int nc;          /* requested columns per pass (mvd: warps per lane group) */
+    int nc;          /* requested columns per pass (mvd: warps per lane group + 8 x pipe;
+                      * mmt: 128 asks for the dequantizing variants first, 64 for the others) */
     int glu, nr;     /* gate+up; mvd's weight rows per lane group (1 for the others) */
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
     unsigned shm;    /* dynamic shared memory bytes a block (mmt.cu F16 / BF16: NS stages) */
     int tr, nt;      /* mmt.cu: weight rows (of each weight) a block, threads (ncv: tokens) */
+    int dq;          /* mmt.cu: quantized weights dequantized into F16 tiles (F16 activations) */
+    int bps;         /* mmt.cu: blocks an SM holds at once */
     CUmodule mod;
     CUfunction fn;
 };
@@ -100,6 +103,7 @@ struct gpu {
     int nw, capw;
     uint64_t weight_bytes;
     int n_sm, smem_optin;
+    int sm_smem, sm_regs, sm_threads; /* per SM (0: not reported; see blocks_per_sm) */
     char name[128];
     struct gpu_opts o;
     pthread_mutex_t mu;
@@ -143,6 +147,7 @@ struct plan {
 #define MMT_TILE_FLOATS (256 * 64)
 #define MMT_STAGE_BYTES (2 * 128 * 40 * 2) /* mmt.cu F16 / BF16: one stage of tiles */
 #define MMT_KF_BYTES (2 * (64 + 128) * 72 * 2) /* mmt.cu Q4_K / Q5_K on F16: two stages */
+#define MMT_DQ_STAGE_BYTES (128 * 72 * 2) /* mmt.cu dequantizing: one stage of either tile */
 struct gpu_sess {
     struct gpu *g;
     CUstream st;
@@ -172,9 +177,12 @@ struct gpu_sess {
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
+    int mvd_pipe;            /* BRASA_GPU_MVD_PIPE: decode products' pipe (gpu_mvd_variants) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
+    bool mmt_dq;             /* quantized prompt weights dequantized into F16 tiles
+                              * (BRASA_GPU_MMT_DQ=1; off until measured on a device) */
     /* BRASA_GPU_PROFILE=1: eager launches with an event after each; time per kernel name,
      * printed when the session ends */
     bool prof;
@@ -248,6 +256,14 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
         gpu_close(g);
         return st;
     }
+    /* what bounds the blocks an SM holds (optional: HIP may not report them) */
+    if (g->d.cuDeviceGetAttribute(&g->sm_smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                                  g->dev) != 0 ||
+        g->d.cuDeviceGetAttribute(&g->sm_regs, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+                                  g->dev) != 0 ||
+        g->d.cuDeviceGetAttribute(&g->sm_threads,
+                                  CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, g->dev) != 0)
+        g->sm_smem = g->sm_regs = g->sm_threads = 0;
     if (maj < 7 || (maj == 7 && min < 5)) {
         gpu_close(g);
         return brasa_fail(err, BRASA_EUNSUPPORTED, "%s (sm_%d%d) is older than brasa supports "
@@ -327,6 +343,20 @@ void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *
 
 static bool env_is(const char *name, const char *v);
 
+/* Blocks of nt threads with regs registers each and shm bytes of shared memory in all that
+ * one SM holds at once (registers are given out 8 per thread at a time, and each block takes
+ * 1 KiB of shared memory for the system); 2 where the device does not say. */
+static int blocks_per_sm(const struct gpu *g, int nt, int regs, unsigned shm)
+{
+    if (!g->sm_smem || !g->sm_regs || !g->sm_threads || nt <= 0)
+        return 2;
+    int b = g->sm_threads / nt, r = g->sm_regs / (((regs + 7) / 8 * 8) * nt);
+    int m = g->sm_smem / (int)(shm + 1024);
+    b = r < b ? r : b;
+    b = m < b ? m : b;
+    return b < 1 ? 1 : b;
+}
+
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
@@ -340,10 +370,10 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         }
     if (g->n_mv == (int)(sizeof g->mv / sizeof g->mv[0]))
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
-    struct gpu_variant v[4];
-    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, v, 4)
-             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, v, 4)
-                      : gpu_matvec_variants(wtype, nc, glu, v, 4);
+    struct gpu_variant v[6];
+    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
+             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc % 8, nc / 8, v, 6)
+                      : gpu_matvec_variants(wtype, nc, glu, v, 6);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
     if (nv == 0)
         return brasa_fail(err, BRASA_EUNSUPPORTED,
@@ -351,9 +381,10 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
                           "Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)", wtype);
     brasa_status st = BRASA_OK;
     for (int k = 0; k < nv; k++) {
-        int kf = 0, ns = 0; /* mmt.cu: the Q4_K / Q5_K path; F16 / BF16 stages */
+        int kf = 0, dq = 0, ns = 0; /* mmt.cu: its Q4_K / Q5_K and dequantizing paths; stages */
         for (int d = 0; d < v[k].n_defs; d++) {
             kf |= !strcmp(v[k].defs[d].name, "KF") && v[k].defs[d].value;
+            dq |= !strcmp(v[k].defs[d].name, "DQ") && v[k].defs[d].value;
             if (!strcmp(v[k].defs[d].name, "NS"))
                 ns = (int)v[k].defs[d].value;
         }
@@ -376,12 +407,17 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             g->d.cuModuleUnload(m.mod);
             continue;
         }
-        if (dec == 2) { /* the tile shapes of mmt.cu's three paths */
+        if (dec == 2) { /* the tile shapes of mmt.cu's four paths */
             int fl = wtype == T_F16 || wtype == T_BF16;
-            m.tr = fl ? (glu ? 64 : 128) : kf && glu ? 32 : 64;
-            m.ncv = fl || kf ? 128 : 64;
-            m.nt = fl || kf ? 256 : 128;
-            m.shm = kf ? MMT_KF_BYTES : (unsigned)ns * MMT_STAGE_BYTES;
+            m.dq = dq;
+            m.tr = fl || dq ? (glu ? 64 : 128) : kf && glu ? 32 : 64;
+            m.ncv = fl || kf || dq ? 128 : 64;
+            m.nt = fl || kf || dq ? 256 : 128;
+            m.shm = kf ? MMT_KF_BYTES
+                  : dq ? (unsigned)(ns + 2) * MMT_DQ_STAGE_BYTES : (unsigned)ns * MMT_STAGE_BYTES;
+            int stat = 0;
+            g->d.cuFuncGetAttribute(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, m.fn);
+            m.bps = blocks_per_sm(g, m.nt, regs, m.shm + (unsigned)stat);
         }
         if (m.shm > 48 * 1024 &&
             ((int)m.shm > g->smem_optin ||
@@ -515,9 +551,13 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
+    s->mvd_pipe = env_int("BRASA_GPU_MVD_PIPE", 0);
+    if (s->mvd_pipe < 0 || s->mvd_pipe > 2)
+        s->mvd_pipe = 0;
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
+    s->mmt_dq = env_is("BRASA_GPU_MMT_DQ", "1");
     if (s->mmt_min < 2)
         s->mmt_min = 256;
     s->mmt = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_MMT", "0");
@@ -766,22 +806,35 @@ static brasa_status plan_matmul(struct pb *b, int i)
     int src = n->in[0], norm = b->normsrc[i];
     brasa_status st;
     int glu = b->glu[i] >= 0;
-    /* prompt batches: tensor-core tiles (mmt.cu) of 64 rows x 64 tokens (quantized weights)
-     * or 128 x 128 (F16 / BF16; with GLU 64 rows of each weight) where the shapes fit: k a
+    /* prompt batches: tensor-core tiles (mmt.cu) of 128 rows x 128 tokens (F16 / BF16 and
+     * dequantized weights; with GLU 64 rows of each weight) or 64 x 64 (the integer tiles of
+     * quantized weights) where the shapes fit: k a
      * multiple of 64 (the K formats' 256 is checked below), every weight of a q/k/v launch but
      * the last a multiple of the tile's rows; not F32 weights (their products stay in F32,
      * mode 4); batches of at least mmt_min tokens (a 64-row tile per block leaves the SMs idle
      * on short batches: 64 tokens took 3.6x the integer kernel's time, 512 tokens 0.65x,
      * BENCHMARKS.md) */
-    const int mt_rows = mode >= 2 && !glu ? 128 : 64; /* (of every variant) */
     bool use_mmt = T >= b->s->mmt_min && b->s->mmt && k % 64 == 0 && mode != 4;
+    /* quantized weights: first the variants that dequantize into F16 tiles of 128 rows (with
+     * GLU 64 of each), which take the activation as F16 (mode 2), where the chained weights
+     * fit those tiles; the others' tiles have 64 rows */
+    int dq = use_mmt && mode <= 1 && b->s->mmt_dq;
     if (use_mmt && !glu)
-        for (int j = i; b->mnext[j] >= 0; j = b->mnext[j])
-            use_mmt &= b->g->nodes[b->g->nodes[j].in[1]].ne[1] % mt_rows == 0;
-
+        for (int j = i; b->mnext[j] >= 0; j = b->mnext[j]) {
+            long nr = (long)b->g->nodes[b->g->nodes[j].in[1]].ne[1];
+            use_mmt &= nr % (mode >= 2 ? 128 : 64) == 0;
+            dq &= nr % 128 == 0;
+        }
     if ((mode == 0 && k % 32) || (mode == 1 && k % 256) || k % 8)
         return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: k = %ld does not fit the GPU "
                           "kernels", n->name, k);
+    struct mv_kernel *mt = NULL;
+    if (use_mmt) {
+        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, &mt, b->err)) != BRASA_OK)
+            return brasa_wrap(b->err, st, "matmul %s", n->name);
+        if (mt->dq)
+            mode = 2;
+    }
     int key = norm >= 0 ? norm : src;
     if (b->q_src != key || b->q_mode != mode) {
         CUdeviceptr x, nw = 0;
@@ -875,7 +928,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ks = b->s->force_ks;
         if (nr != 2) /* the row-group overrides are compiled for one warp per group */
             ks = 1;
-        if ((st = get_mv(g, 1, w->type, ks, glu, nr, &mv, b->err)) != BRASA_OK)
+        int pipe = nr == 2 ? b->s->mvd_pipe : 0;
+        if ((st = get_mv(g, 1, w->type, ks + 8 * pipe, glu, nr, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         long gpb = mv->nw / ks;
         if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)((groups + gpb - 1) / gpb), 1, 1,
@@ -891,17 +945,17 @@ static brasa_status plan_matmul(struct pb *b, int i)
         return BRASA_OK;
     }
     if (use_mmt) {
-        if ((st = get_mv(g, 2, w->type, 64, glu, 1, &mv, b->err)) != BRASA_OK)
-            return brasa_wrap(b->err, st, "matmul %s", n->name);
+        mv = mt;
         unsigned tiles = 0, tt = (unsigned)((T + mv->ncv - 1) / mv->ncv);
         for (int j = 0; j < (glu ? 1 : nm); j++)
             tiles += (unsigned)((r[j] + mv->tr - 1) / mv->tr);
-        /* fewer tiles than SMs: k split over up to 8 blocks a tile (about two blocks an SM),
-         * each slice at least 4 steps, at most MMT_SPLIT_TILES partial tiles in all */
-        long nt = (long)tiles * tt, nks = k / (mode >= 2 ? 32 : 64);
+        /* fewer tiles than SMs: k split over up to 8 blocks a tile, as many as the SMs hold
+         * in one wave (a second, partial wave would cost more than the split gains), each
+         * slice at least 4 steps, at most MMT_SPLIT_TILES partial tiles in all */
+        long nt = (long)tiles * tt, nks = k / (w->type == T_F16 || w->type == T_BF16 ? 32 : 64);
         int ksp = 1;
         if (nt < g->n_sm && !b->s->no_split)
-            ksp = (int)((2L * g->n_sm + nt - 1) / nt);
+            ksp = (int)((long)mv->bps * g->n_sm / nt);
         while (ksp > 1 && (ksp > 8 || nt * ksp > MMT_SPLIT_TILES || nks / ksp < 4))
             ksp--;
         if (!(l = L(b, -1, mv->fn, glu ? "mmt_glu" : nm > 1 ? "mmt_multi" : "mmt", dst, tt,

@@ -32,14 +32,31 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
     return 2;
 }
 
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, struct gpu_variant *out, int cap)
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int pipe, struct gpu_variant *out,
+                     int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
     if (!known || cap < 2 || (nr != 1 && nr != 2 && nr != 4) || (glu && nr < 2) ||
-        (ks != 1 && ks != 2 && ks != 4))
+        (ks != 1 && ks != 2 && ks != 4) || pipe < 0 || pipe > 2)
         return 0;
+    /* pipe: two sets of pieces in turn (mvd.cu PIPE), 1 x NR each at 80 registers (96 where
+     * that spills), or 2 x NR at 128 */
+    if (pipe)
+        for (int v = 0; v < 2; v++)
+            out[v] = (struct gpu_variant){"mvd.cu",
+                                          8,
+                                          {{"QT", (long)wtype},
+                                           {"NW", 4},
+                                           {"NR", nr},
+                                           {"U", pipe},
+                                           {"KS", ks},
+                                           {"GLU", glu},
+                                           {"MB", pipe == 2 ? 4 : 6 - v},
+                                           {"PIPE", 1}}};
+    if (pipe)
+        return 2;
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
      * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps) */
     for (int v = 0; v < 2; v++)
@@ -55,12 +72,12 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, struct gpu_variant
     return 2;
 }
 
-int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap)
+int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
-    if (!known || wtype == GGML_TYPE_F32 || cap < 4) /* F32 products stay in F32 */
+    if (!known || wtype == GGML_TYPE_F32 || cap < 6) /* F32 products stay in F32 */
         return 0;
     /* quantized: blocks of 4 warps, 4 or 3 per SM where the registers allow it without
      * spilling, else as many registers as the compiler likes (gate+up of the K formats: about
@@ -68,6 +85,13 @@ int gpu_mmt_variants(unsigned wtype, int glu, struct gpu_variant *out, int cap)
      * in flight (80 KiB of shared memory: where the device allows it), else 2 stages */
     if (wtype != GGML_TYPE_F16 && wtype != GGML_TYPE_BF16) {
         int n = 0;
+        /* dq: first dequantized into F16 tiles as the F16 path's (4 stages of activations and
+         * 2 of weights, 108 KiB of shared memory, where the device allows it; else 2 + 2);
+         * the others are what the caller gets where these do not compile or spill */
+        for (int v = 0; dq && v < 2; v++)
+            out[n++] = (struct gpu_variant){"mmt.cu", 4,
+                                            {{"QT", (long)wtype}, {"GLU", glu}, {"MB", 2},
+                                             {"DQ", 1}, {"NS", v ? 2 : 4}}};
         /* Q4_K / Q5_K first on the F16 tensor cores (scale per sub-block folded into the
          * weights: exact; BRASA_GPU_MMT_KF=0 skips it) */
         if (wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q5_K)
@@ -105,10 +129,12 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         for (int glu = 0; glu < 2; glu++)
             for (int nr = 1; nr <= 4; nr *= 2)
                 for (int ks = 1; ks <= (nr == 2 ? 4 : 1); ks *= 2)
-                    n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, out + n, cap - n);
+                    for (int pipe = 0; pipe <= (nr == 2 && ks == 1 ? 2 : 0); pipe++)
+                        n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, pipe, out + n,
+                                              cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
-            n += gpu_mmt_variants(gpu_matvec_types[i], glu, out + n, cap - n);
+            n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);
     for (int hd = 64; hd <= 128 && n < cap; hd *= 2) /* prompt attention */
         out[n++] = (struct gpu_variant){"fa.cu", 1, {{"HD", hd}}};
     return n;

@@ -38,8 +38,23 @@
 #if KF && QT != T_Q4_K && QT != T_Q5_K
 #error "KF: Q4_K and Q5_K only"
 #endif
+#ifndef DQ
+#define DQ 0
+#endif
+#if DQ && !QACT
+#error "DQ: quantized weights only"
+#endif
 #if KF // 64 rows (GLU: 32 of each) x 128 tokens, 8 warps of 2 x 4
 #define BM (GLU ? 32 : 64)
+#define BN 128
+#define KT 64
+#define NT 256
+#define MI (BM / 32)
+#define NJ 4
+#define WROW(w) (((w) >> 2) * (BM / 2))
+#define WTOK(w) (((w) & 3) * 32)
+#elif DQ // as F16 / BF16, 64 along k a step
+#define BM (GLU ? 64 : 128)
 #define BN 128
 #define KT 64
 #define NT 256
@@ -324,6 +339,216 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         }
     }
     (void)xq;
+}
+
+#elif DQ
+// ---- quantized weights dequantized into F16 tiles -------------------------------------------
+// The weight tile holds each weight dequantized to F16 (Q4_K, Q5_K: d sc q - dmin m; Q6_K:
+// d sc q; Q8_0, Q4_0: d q), the activation tile the floats rounded to F16 (quant_act mode 2,
+// xh), and the products run as for F16 weights (F32 accumulate) on a quarter of the bytes.
+// This rounds differently from the integer paths and the CPU backend, which quantize the
+// activation to 8 bits: here it keeps F16's 11 bits, and each weight is rounded once (the
+// scales d sc and dmin m are rounded to F16 first). Per step of 64 along k a thread converts
+// 32 values of one weight row, whose raw bytes it loaded during the step before; the
+// activation tile comes with cp.async NS - 1 steps ahead.
+#define LW 72          // shared row stride in halves (144 bytes: 8 rows of an ldmatrix hit 32 banks)
+#define DSTG (128 * LW) // halves per stage: 128 weight rows (or 128 tokens) x 64 along k
+#ifndef NS
+#define NS 4
+#endif
+
+// A thread's raw share of a step: row lr, two runs of 16 values (K formats: elements 16 hh ..
+// + 16 of the step's sub-blocks 2p and 2p + 1; Q6_K: the same of its two quarters; Q8_0,
+// Q4_0: the step's block hh, values 0 .. 15 and 16 .. 31)
+struct draw {
+    uint4 q; // K formats: 16 bytes of nibbles; Q6_K: the first quarter's ql; Q8_0: values 0..15
+#if QT == T_Q4_K || QT == T_Q5_K
+    uint4 h; // d, dmin, the 12 scale bytes
+#endif
+#if QT == T_Q5_K || QT == T_Q6_K || QT == T_Q8_0
+    uint4 e; // Q5_K, Q6_K: the 16 matching qh bytes; Q8_0: values 16 .. 31
+#endif
+#if QT == T_Q6_K
+    uint4 q2; // the second quarter's ql
+#endif
+#if QT == T_Q6_K || QT == T_Q8_0 || QT == T_Q4_0
+    u32 s; // d; Q6_K: with the two quarters' scales in bytes 2 and 3
+#endif
+};
+
+__device__ __forceinline__ void dfetch(const u8 *W, i64 N, int r, int k, int kk, int hh, draw &f)
+{
+#if QT == T_Q4_K || QT == T_Q5_K
+    qblk b = qblock(QT, W, N, (i64)r * (k / 256) + kk / 256);
+    f.q = *(const uint4 *)(b.q + 32 * ((kk % 256) / 64) + 16 * hh);
+    f.h = *(const uint4 *)b.h;
+#if QT == T_Q5_K
+    f.e = *(const uint4 *)(b.h + 16 + 16 * hh);
+#endif
+#elif QT == T_Q6_K
+    qblk b = qblock(QT, W, N, (i64)r * (k / 256) + kk / 256);
+    const int h = (kk % 256) / 128, q0 = 2 * ((kk % 128) / 64); // half, first quarter
+    f.q = *(const uint4 *)(b.q + 64 * h + 16 * hh);
+    f.q2 = *(const uint4 *)(b.q + 64 * h + 32 + 16 * hh);
+    f.e = *(const uint4 *)(b.h + 32 * h + 16 * hh);
+    const u8 *sc = b.s + 8 * h + hh + 2 * q0; // (a scale per 16: ll / 16 = hh)
+    f.s = (u32)ld16(b.d) | ((u32)sc[0] << 16) | ((u32)sc[2] << 24);
+#else
+    qblk b = qblock(QT, W, N, (i64)r * (k / 32) + kk / 32 + hh);
+    f.q = *(const uint4 *)b.q;
+#if QT == T_Q8_0
+    f.e = *(const uint4 *)(b.q + 16);
+#endif
+    f.s = ld16(b.d);
+#endif
+}
+
+// Bytes 2i and 2i + 1 of w as the low bytes of two F16 with the high byte 0x64: 1024 + the byte
+__device__ __forceinline__ u32 h1024(u32 w, int i)
+{
+#if BRASA_HIP
+    const u32 v = w >> (16 * i);
+    return (v & 0xffu) | ((v & 0xff00u) << 8) | 0x64006400u;
+#else
+    return __byte_perm(w, 0x64646464u, i ? 0x4342 : 0x4140);
+#endif
+}
+__device__ __forceinline__ u32 hpair(float v)
+{
+    const u32 h = f2h(v);
+    return h | (h << 16);
+}
+
+// The four byte values of w (each an integer 1024 + v as F16 less c) times a plus m, as two
+// F16 pairs
+__device__ __forceinline__ void deq4(u32 w, u32 c, u32 a, u32 m, u32 *o)
+{
+    o[0] = hsub_fma2(h1024(w, 0), c, a, m);
+    o[1] = hsub_fma2(h1024(w, 1), c, a, m);
+}
+
+// Converts a raw share (step kk) and stores its 32 F16 values into the thread's weight row
+__device__ __forceinline__ void dstore(const draw &f, int kk, int hh, u16 *row)
+{
+    u32 o0[8], o1[8]; // the two runs of 16
+    int c0, c1;       // their columns
+#if QT == T_Q4_K || QT == T_Q5_K
+    // the scales and mins of sub-blocks j = 2p and j + 1 as byte pairs (ggml's
+    // get_scale_min_k4 for two neighbours, as in mvd.cu)
+    const int p = (kk % 256) / 64, j = 2 * p, sh = 16 * (p & 1);
+    const bool hi = p >= 2;
+    const u32 ma = hi ? 0x0F0Fu : 0x3F3Fu, mb = hi ? 0x3030u : 0u;
+    const u32 y = f.h.y, z = f.h.z, w = f.h.w;
+    const u32 scp = (((hi ? w : y) >> sh) & ma) | ((y >> (sh + 2)) & mb);
+    const u32 mnp = (((hi ? w : z) >> (sh + (hi ? 4 : 0))) & ma) | ((z >> (sh + 2)) & mb);
+    const float d = h2f((u16)(f.h.x & 0xffff)), dm = h2f((u16)(f.h.x >> 16));
+    const u32 a0 = hpair(d * (float)(scp & 0xff)), a1 = hpair(d * (float)(scp >> 8));
+    const u32 m0 = hpair(-dm * (float)(mnp & 0xff)), m1 = hpair(-dm * (float)(mnp >> 8));
+    const u32 q[4] = {f.q.x, f.q.y, f.q.z, f.q.w};
+#if QT == T_Q5_K
+    const u32 qh[4] = {f.e.x, f.e.y, f.e.z, f.e.w};
+#endif
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        u32 lo = q[t] & 0x0F0F0F0Fu, hi4 = (q[t] >> 4) & 0x0F0F0F0Fu;
+#if QT == T_Q5_K
+        lo |= ((qh[t] >> j) & 0x01010101u) << 4;
+        hi4 |= ((qh[t] >> (j + 1)) & 0x01010101u) << 4;
+#endif
+        deq4(lo, 0x64006400u, a0, m0, &o0[2 * t]);
+        deq4(hi4, 0x64006400u, a1, m1, &o1[2 * t]);
+    }
+    (void)j;
+    c0 = 16 * hh, c1 = 32 + 16 * hh;
+#elif QT == T_Q6_K
+    const int q0 = 2 * ((kk % 128) / 64), ns = 2 * q0; // nibble shift: 0 (quarters 0, 1), 4
+    const float d = h2f((u16)(f.s & 0xffff));
+    const u32 a0 = hpair(d * (float)(i8)((f.s >> 16) & 0xff)), a1 = hpair(d * (float)(i8)(f.s >> 24));
+    const u32 ql[4] = {f.q.x, f.q.y, f.q.z, f.q.w}, ql2[4] = {f.q2.x, f.q2.y, f.q2.z, f.q2.w};
+    const u32 qh[4] = {f.e.x, f.e.y, f.e.z, f.e.w};
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        const u32 v0 = ((ql[t] >> ns) & 0x0F0F0F0Fu) | (((qh[t] >> (2 * q0)) & 0x03030303u) << 4);
+        const u32 v1 = ((ql2[t] >> ns) & 0x0F0F0F0Fu) | (((qh[t] >> (2 * q0 + 2)) & 0x03030303u) << 4);
+        deq4(v0, 0x64206420u, a0, 0u, &o0[2 * t]); // 1056: q - 32
+        deq4(v1, 0x64206420u, a1, 0u, &o1[2 * t]);
+    }
+    c0 = 16 * hh, c1 = 32 + 16 * hh;
+#else
+    const u32 a = (f.s & 0xffff) | (f.s << 16); // d, as it is
+    const u32 q[4] = {f.q.x, f.q.y, f.q.z, f.q.w};
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+#if QT == T_Q8_0
+        const u32 e[4] = {f.e.x, f.e.y, f.e.z, f.e.w};
+        deq4(q[t] ^ 0x80808080u, 0x64806480u, a, 0u, &o0[2 * t]); // 1152: (q + 128) - 128
+        deq4(e[t] ^ 0x80808080u, 0x64806480u, a, 0u, &o1[2 * t]);
+#else
+        deq4(q[t] & 0x0F0F0F0Fu, 0x64086408u, a, 0u, &o0[2 * t]); // 1032: q - 8
+        deq4((q[t] >> 4) & 0x0F0F0F0Fu, 0x64086408u, a, 0u, &o1[2 * t]);
+#endif
+    }
+    c0 = 32 * hh, c1 = 32 * hh + 16;
+    (void)kk;
+#endif
+    *(uint4 *)(row + c0) = make_uint4(o0[0], o0[1], o0[2], o0[3]);
+    *(uint4 *)(row + c0 + 8) = make_uint4(o0[4], o0[5], o0[6], o0[7]);
+    *(uint4 *)(row + c1) = make_uint4(o1[0], o1[1], o1[2], o1[3]);
+    *(uint4 *)(row + c1 + 8) = make_uint4(o1[4], o1[5], o1[6], o1[7]);
+}
+
+// The block's products over k0 .. k1, into acc
+__device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, int nrows,
+                                              int row0, int t0, int k, int k0, int k1, int T,
+                                              const void *xh, const i8 *xq, const float *xd,
+                                              const int *xsum, float (*acc)[MI][NJ][4])
+{
+    extern __shared__ __align__(16) u16 smh[]; // NS activation stages, then 2 weight stages
+    u16 *xst = smh, *wst = smh + NS * DSTG;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = WROW(warp), wn = WTOK(warp); // the warp's rows and tokens
+    // weight share: row lr of the NWT x BM = 128 (tile g = lr / BM), half hh
+    const int lr = tid >> 1, hh = tid & 1;
+    const u8 *Wg = lr >= BM ? Wu : W;
+    const int rl = min(row0 + lr % BM, nrows - 1); // (rows past the end repeat the last)
+    // activation copies: 16-byte chunks tid + 256 u (u < 4) of the 128 x 128-byte tile, token
+    // tk + 32 u, elements ch on (tokens past T repeat the last; their results are not stored;
+    // addresses recomputed per copy: registers are short here)
+    const int tk = tid >> 3, ch = (tid & 7) * 8;
+    const u16 *xb = (const u16 *)xh + k0 + ch;
+    const int nk = (k1 - k0) / KT;
+#define DQ_X(kt)                                                                              \
+    do {                                                                                      \
+        if ((kt) < nk) {                                                                      \
+            u16 *d_ = xst + ((kt) % NS) * DSTG + tk * LW + ch;                                \
+            for (int u = 0; u < 4; u++)                                                       \
+                cp_async16(d_ + 32 * u * LW,                                                  \
+                           xb + (i64)min(t0 + tk + 32 * u, T - 1) * k + (kt) * KT);           \
+        }                                                                                     \
+        cp_async_commit();                                                                    \
+    } while (0)
+    draw f;
+    dfetch(Wg, N, rl, k, k0, hh, f);
+#pragma unroll
+    for (int p = 0; p < NS - 1; p++)
+        DQ_X(p);
+    // step kt: convert its raw share (loaded during step kt - 1) into weight stage kt % 2, load
+    // step kt + 1's, wait for step kt's activation, copy step kt + NS - 1's, multiply. (Stage
+    // kt % 2 was last read by step kt - 2's products, before step kt - 1's barrier.)
+#pragma unroll 1
+    for (int kt = 0; kt < nk; kt++) {
+        dstore(f, k0 + kt * KT, hh, wst + (kt & 1) * DSTG + lr * LW);
+        if (kt + 1 < nk)
+            dfetch(Wg, N, rl, k, k0 + (kt + 1) * KT, hh, f);
+        cp_async_wait<NS - 2>();
+        __syncthreads();
+        DQ_X(kt + NS - 1);
+        warp_step_f16<0, LW, KT>(wst + (kt & 1) * DSTG, xst + (kt % NS) * DSTG, wm, wn, lane,
+                                 acc);
+    }
+    cp_async_wait<0>(); // (nothing may be in flight when the block's shared memory is reused)
+#undef DQ_X
+    (void)xq, (void)xd, (void)xsum;
 }
 
 #elif QACT
@@ -681,6 +906,8 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 // tried at 4, then 3, then left to the compiler: the first that does not spill is taken.
 #if KF
 extern "C" __global__ void __launch_bounds__(NT, 2)
+#elif DQ
+extern "C" __global__ void __launch_bounds__(NT, MB)
 #elif QACT && !defined(QMB)
 extern "C" __global__ void __launch_bounds__(NT)
 #elif QACT

@@ -220,6 +220,25 @@ __device__ __forceinline__ unsigned vsub4(unsigned a, unsigned b)
 #endif
 }
 
+// (h - c) a + b on the two F16 halves of each word, each operation rounded to nearest even
+// (h - c is exact where h and c are integers of 1024 .. 2047, as the dequantizing tiles make
+// them). NVIDIA: sub.f16x2 and fma.rn.f16x2. AMD: clang's _Float16 vectors.
+__device__ __forceinline__ unsigned hsub_fma2(unsigned h, unsigned c, unsigned a, unsigned b)
+{
+#if BRASA_HIP
+    typedef _Float16 port_h2 __attribute__((ext_vector_type(2)));
+    port_h2 t = __builtin_bit_cast(port_h2, h) - __builtin_bit_cast(port_h2, c);
+    port_h2 aa = __builtin_bit_cast(port_h2, a), bb = __builtin_bit_cast(port_h2, b);
+    return __builtin_bit_cast(unsigned, __builtin_elementwise_fma(t, aa, bb));
+#else
+    unsigned d;
+    asm("{.reg .b32 t; sub.rn.f16x2 t, %1, %2; fma.rn.f16x2 %0, t, %3, %4;}"
+        : "=r"(d)
+        : "r"(h), "r"(c), "r"(a), "r"(b));
+    return d;
+#endif
+}
+
 // Programmatic dependent launch (sm_90): a kernel launched with the attribute may start while
 // the previous one drains. pdl_wait() returns once the previous kernel has finished and its
 // writes are visible: every kernel calls it before it reads what an earlier kernel wrote or
