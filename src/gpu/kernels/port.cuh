@@ -229,7 +229,7 @@ __device__ __forceinline__ unsigned hsub_fma2(unsigned h, unsigned c, unsigned a
     typedef _Float16 port_h2 __attribute__((ext_vector_type(2)));
     port_h2 t = __builtin_bit_cast(port_h2, h) - __builtin_bit_cast(port_h2, c);
     port_h2 aa = __builtin_bit_cast(port_h2, a), bb = __builtin_bit_cast(port_h2, b);
-    return __builtin_bit_cast(unsigned, __builtin_elementwise_fma(t, aa, bb));
+    return __builtin_bit_cast(unsigned, t * aa + bb); // (contracted to a fused multiply-add)
 #else
     unsigned d;
     asm("{.reg .b32 t; sub.rn.f16x2 t, %1, %2; fma.rn.f16x2 %0, t, %3, %4;}"
