@@ -44,25 +44,17 @@
 #if DQ && !QACT
 #error "DQ: quantized weights only"
 #endif
-#if KF // 64 rows (GLU: 32 of each) x 128 tokens, 8 warps of 2 x 4
-#define BM (GLU ? 32 : 64)
+#if KF || DQ || !QACT // 8 warps of 2 x 4 (each 1 x 4 tiles of 16 x 8 per 32 rows of BM)
+// KF: 64 rows (GLU: 32 of each); F16 / BF16 and DQ: 128 rows (GLU: 64 of each); 128 tokens
+#define BM (KF ? (GLU ? 32 : 64) : (GLU ? 64 : 128))
 #define BN 128
-#define KT 64
+#define KT (QACT ? 64 : 32) // k per step
 #define NT 256
 #define MI (BM / 32)
 #define NJ 4
 #define WROW(w) (((w) >> 2) * (BM / 2))
 #define WTOK(w) (((w) & 3) * 32)
-#elif DQ // as F16 / BF16, 64 along k a step
-#define BM (GLU ? 64 : 128)
-#define BN 128
-#define KT 64
-#define NT 256
-#define MI (BM / 32)
-#define NJ 4
-#define WROW(w) (((w) >> 2) * (BM / 2))
-#define WTOK(w) (((w) & 3) * 32)
-#elif QACT // 64 rows x 64 tokens, 4 warps of 32 rows x 32 tokens (of each weight tile)
+#else // the int8 path: 64 rows x 64 tokens, 4 warps of 32 rows x 32 tokens (of each weight tile)
 #define BM 64 // weight rows per block (of each weight tile)
 #define BN 64 // tokens per block
 #define KT 64 // k per step
@@ -71,15 +63,6 @@
 #define NJ 4 // 8-token tiles per warp
 #define WROW(w) (((w) >> 1) * 32)
 #define WTOK(w) (((w) & 1) * 32)
-#else // F16 / BF16: 128 rows (GLU: 64 of each) x 128 tokens, 8 warps of 2 x 4
-#define BM (GLU ? 64 : 128)
-#define BN 128
-#define KT 32
-#define NT 256
-#define MI (BM / 32)
-#define NJ 4
-#define WROW(w) (((w) >> 2) * (BM / 2))
-#define WTOK(w) (((w) & 3) * 32)
 #endif
 #define NWT (GLU ? 2 : 1) // weight tiles
 
