@@ -69,8 +69,8 @@ struct mv_kernel {
     uint32_t wtype;
     int dec;         /* 1: the decode kernel (mvd.cu), 2: the tensor-core batch kernel (mmt.cu),
                       * 0: matvec.cu */
-    int nc;          /* requested columns per pass (mvd: warps per lane group + 8 x pipe;
-                      * mmt: 128 asks for the dequantizing variants first, 64 for the others) */
+    int nc;          /* requested columns per pass (mvd: warps per lane group; mmt: 128 asks
+                      * for the dequantizing variants first, 64 for the others) */
     int glu, nr;     /* gate+up; mvd's weight rows per lane group (1 for the others) */
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
     unsigned shm;    /* dynamic shared memory bytes a block (mmt.cu F16 / BF16: NS stages) */
@@ -177,7 +177,6 @@ struct gpu_sess {
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
-    int mvd_pipe;            /* BRASA_GPU_MVD_PIPE: decode products' pipe (gpu_mvd_variants) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
@@ -372,7 +371,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
-             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc % 8, nc / 8, v, 6)
+             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
     if (nv == 0)
@@ -551,9 +550,6 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
-    s->mvd_pipe = env_int("BRASA_GPU_MVD_PIPE", 0);
-    if (s->mvd_pipe < 0 || s->mvd_pipe > 2)
-        s->mvd_pipe = 0;
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
@@ -928,8 +924,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ks = b->s->force_ks;
         if (nr != 2) /* the row-group overrides are compiled for one warp per group */
             ks = 1;
-        int pipe = nr == 2 ? b->s->mvd_pipe : 0;
-        if ((st = get_mv(g, 1, w->type, ks + 8 * pipe, glu, nr, &mv, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 1, w->type, ks, glu, nr, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         long gpb = mv->nw / ks;
         if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)((groups + gpb - 1) / gpb), 1, 1,

@@ -8,6 +8,19 @@ const unsigned gpu_matvec_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_B
                                      GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
 const int gpu_n_matvec_types = (int)(sizeof gpu_matvec_types / sizeof gpu_matvec_types[0]);
 
+/* Sets each candidate's n_defs to the defines it names (so a list can never leave one out),
+ * returns n. */
+static int counted(struct gpu_variant *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int d = 0;
+        while (d < GV_MAX_DEFS && v[i].defs[d].name)
+            d++;
+        v[i].n_defs = d;
+    }
+    return n;
+}
+
 int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap)
 {
     int known = 0;
@@ -29,34 +42,17 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
                                        {"NW", nw[v]},
                                        {"NC", ncs[v]},
                                        {"GLU", glu}}};
-    return 2;
+    return counted(out, 2);
 }
 
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int pipe, struct gpu_variant *out,
-                     int cap)
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, struct gpu_variant *out, int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
     if (!known || cap < 2 || (nr != 1 && nr != 2 && nr != 4) || (glu && nr < 2) ||
-        (ks != 1 && ks != 2 && ks != 4) || pipe < 0 || pipe > 2)
+        (ks != 1 && ks != 2 && ks != 4))
         return 0;
-    /* pipe: two sets of pieces in turn (mvd.cu PIPE), 1 x NR each at 80 registers (96 where
-     * that spills), or 2 x NR at 128 */
-    if (pipe)
-        for (int v = 0; v < 2; v++)
-            out[v] = (struct gpu_variant){"mvd.cu",
-                                          8,
-                                          {{"QT", (long)wtype},
-                                           {"NW", 4},
-                                           {"NR", nr},
-                                           {"U", pipe},
-                                           {"KS", ks},
-                                           {"GLU", glu},
-                                           {"MB", pipe == 2 ? 4 : 6 - v},
-                                           {"PIPE", 1}}};
-    if (pipe)
-        return 2;
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
      * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps) */
     for (int v = 0; v < 2; v++)
@@ -69,7 +65,7 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int pipe, struct g
                                        {"KS", ks},
                                        {"GLU", glu},
                                        {"MB", !v ? 8 : wtype == GGML_TYPE_Q5_K ? 5 : 6}}};
-    return 2;
+    return counted(out, 2);
 }
 
 int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, int cap)
@@ -89,7 +85,7 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, i
          * 2 of weights, 108 KiB of shared memory, where the device allows it; else 2 + 2);
          * the others are what the caller gets where these do not compile or spill */
         for (int v = 0; dq && v < 2; v++)
-            out[n++] = (struct gpu_variant){"mmt.cu", 4,
+            out[n++] = (struct gpu_variant){"mmt.cu", 5,
                                             {{"QT", (long)wtype}, {"GLU", glu}, {"MB", 2},
                                              {"DQ", 1}, {"NS", v ? 2 : 4}}};
         /* Q4_K / Q5_K first on the F16 tensor cores (scale per sub-block folded into the
@@ -102,14 +98,14 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, i
             out[n++] = (struct gpu_variant){"mmt.cu", 3,
                                             {{"QT", (long)wtype}, {"GLU", glu}, {"QMB", 4 - v}}};
         out[n++] = (struct gpu_variant){"mmt.cu", 2, {{"QT", (long)wtype}, {"GLU", glu}}};
-        return n;
+        return counted(out, n);
     }
     static const int ns[3] = {4, 2, 2}, mb[3] = {2, 2, 1}; /* stages (20 KiB each) */
     for (int v = 0; v < 3; v++)
         out[v] = (struct gpu_variant){"mmt.cu", 4,
                                       {{"QT", (long)wtype}, {"GLU", glu}, {"MB", mb[v]},
                                        {"NS", ns[v]}}};
-    return 3;
+    return counted(out, 3);
 }
 
 int gpu_all_variants(struct gpu_variant *out, int cap)
@@ -129,9 +125,7 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         for (int glu = 0; glu < 2; glu++)
             for (int nr = 1; nr <= 4; nr *= 2)
                 for (int ks = 1; ks <= (nr == 2 ? 4 : 1); ks *= 2)
-                    for (int pipe = 0; pipe <= (nr == 2 && ks == 1 ? 2 : 0); pipe++)
-                        n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, pipe, out + n,
-                                              cap - n);
+                    n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, out + n, cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);

@@ -18,11 +18,9 @@ struct gpu_variant {
  * returns their count (0 if the type has no kernel) and fills out[0..count). */
 int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap);
 /* Candidates for the decode product (mvd.cu) of weight type wtype, plain or gate+up (glu),
- * nr weight rows per lane group (1, 2 or 4; at least 2 with glu), ks warps per group (1, 2
- * or 4) and pipe (0; 1, 2: loads of the next pieces during the products, 1 or 2 x nr pieces a
- * set); returns their count (0: no such kernel). */
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int pipe, struct gpu_variant *out,
-                     int cap);
+ * nr weight rows per lane group (1, 2 or 4; at least 2 with glu) and ks warps per group (1, 2
+ * or 4); returns their count (0: no such kernel). */
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, struct gpu_variant *out, int cap);
 /* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up: candidates in
  * order of preference, for quantized weights with dq first those that dequantize into F16
  * tiles (they take quant_act's F16 activation and tiles of 128 rows); cap at least 6; returns

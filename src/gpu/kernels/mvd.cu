@@ -15,7 +15,7 @@
 // previous kernel (pdl_wait), so the weight stream does not stop between launches.
 // Parameters: QT (weight type), NW (warps per block), NR (weight rows per lane group), U
 // (pieces in flight per lane and row), KS (warps per lane group), GLU, MB (blocks per SM the
-// register budget allows), PIPE.
+// register budget allows).
 #include "common.cuh"
 
 #ifndef QT
@@ -38,9 +38,6 @@
 #endif
 #ifndef MB
 #define MB (32 / NW) // blocks per SM the register budget must allow (8 x 4 warps: 64 registers)
-#endif
-#ifndef PIPE
-#define PIPE 0 // 1: two sets of pieces, the next loaded during this one's products
 #endif
 
 #if QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
@@ -321,32 +318,6 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
     for (int j = 0; j < NR; j++)
         w[j] = row_of(GLU && j >= NOUT ? Wb : Wa, N, min(row + j % NOUT, last), k, sl);
     const actp x = act_of(xa, xd, xs, sl);
-#if PIPE
-    // two sets of U x NR pieces in turn: the next set's loads are issued before this set's
-    // products, so a lane's loads stay in flight while it computes
-    piece pa[U][NR], pb[U][NR];
-#define MVD_LOAD(P, I0)                                                                        \
-    _Pragma("unroll") for (int u = 0; u < U; u++) if ((I0) + u < n)                            \
-        _Pragma("unroll") for (int j = 0; j < NR; j++) ld_piece(w[j], (I0) + u, P[u][j])
-#define MVD_DOT(P, I0)                                                                         \
-    _Pragma("unroll") for (int u = 0; u < U; u++) if ((I0) + u < n) {                          \
-        act a;                                                                                 \
-        ld_act(x, (I0) + u, a);                                                                \
-        _Pragma("unroll") for (int j = 0; j < NR; j++) acc[j] += dot_piece(P[u][j], m, a);     \
-    }
-    MVD_LOAD(pa, 0);
-    pdl_wait(); // the first weights are on their way: now wait for the activation
-    pdl_launch();
-#pragma unroll 1
-    for (int i0 = 0; i0 < n; i0 += 2 * U) {
-        MVD_LOAD(pb, i0 + U);
-        MVD_DOT(pa, i0);
-        MVD_LOAD(pa, i0 + 2 * U);
-        MVD_DOT(pb, i0 + U);
-    }
-#undef MVD_LOAD
-#undef MVD_DOT
-#else
 #pragma unroll 1
     for (int i0 = 0; i0 < n; i0 += U) {
         piece p[U][NR];
@@ -371,7 +342,6 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
                     acc[j] += dot_piece(p[u][j], m, a);
             }
     }
-#endif
 }
 
 // Grid: ceil(rows / NOUT / (NW / KS)).
