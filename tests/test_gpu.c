@@ -212,7 +212,7 @@ TEST(fixtures_vs_golden_and_cpu)
         if (pass)
             setenv("BRASA_GPU_MMT_MIN", "2", 1);
         if (pass)
-            setenv("BRASA_GPU_MMT_DQ", pass == 1 ? "1" : "0", 1);
+            setenv("BRASA_GPU_MMT_DQ", pass == 1 ? "2" : "0", 1);
         for (size_t a = 0; a < sizeof archs / sizeof *archs; a++)
             for (size_t t = 0; t < sizeof types / sizeof *types; t++)
                 check_file(archs[a], types[t], &wg, &wc);

@@ -180,8 +180,8 @@ struct gpu_sess {
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
-    bool mmt_dq;             /* quantized prompt weights dequantized into F16 tiles
-                              * (BRASA_GPU_MMT_DQ=1; off until measured on a device) */
+    int mmt_dq;              /* quantized prompt weights dequantized into F16 tiles: 0 never,
+                              * 1 where it pays (plan_matmul), 2 always (BRASA_GPU_MMT_DQ) */
     /* BRASA_GPU_PROFILE=1: eager launches with an event after each; time per kernel name,
      * printed when the session ends */
     bool prof;
@@ -553,7 +553,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
-    s->mmt_dq = env_is("BRASA_GPU_MMT_DQ", "1");
+    s->mmt_dq = env_is("BRASA_GPU_MMT_DQ", "0") ? 0 : env_is("BRASA_GPU_MMT_DQ", "2") ? 2 : 1;
     if (s->mmt_min < 2)
         s->mmt_min = 256;
     s->mmt = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_MMT", "0");
@@ -812,27 +812,35 @@ static brasa_status plan_matmul(struct pb *b, int i)
      * BENCHMARKS.md) */
     bool use_mmt = T >= b->s->mmt_min && b->s->mmt && k % 64 == 0 && mode != 4;
     /* quantized weights: first the variants that dequantize into F16 tiles of 128 rows (with
-     * GLU 64 of each), which take the activation as F16 (mode 2), where the chained weights
-     * fit those tiles; the others' tiles have 64 rows */
+     * GLU 64 of each), which take quant_act's int8 activation times its scales as F16, where
+     * the chained weights fit those tiles: always for the K formats; for Q8_0 and Q4_0 where
+     * the launch has a tile for every SM (the integer tiles, of 64 rows x 64 tokens, were
+     * faster on the 1.5B shapes' smaller launches, BENCHMARKS.md); BRASA_GPU_MMT_DQ=0: never,
+     * =2: always. The others' tiles have 64 rows. */
     int dq = use_mmt && mode <= 1 && b->s->mmt_dq;
+    long t128 = glu ? (rows + 63) / 64 : (rows + 127) / 128;
     if (use_mmt && !glu)
         for (int j = i; b->mnext[j] >= 0; j = b->mnext[j]) {
             long nr = (long)b->g->nodes[b->g->nodes[j].in[1]].ne[1];
             use_mmt &= nr % (mode >= 2 ? 128 : 64) == 0;
             dq &= nr % 128 == 0;
+            long nn = (long)b->g->nodes[b->g->nodes[b->mnext[j]].in[1]].ne[1];
+            t128 += (nn + 127) / 128;
         }
+    if (dq && mode == 0 && b->s->mmt_dq == 1 && t128 * ((T + 127) / 128) < g->n_sm)
+        dq = 0;
     if ((mode == 0 && k % 32) || (mode == 1 && k % 256) || k % 8)
         return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: k = %ld does not fit the GPU "
                           "kernels", n->name, k);
     struct mv_kernel *mt = NULL;
+    int qm = mode; /* quant_act's mode (+ 8: xh holds the int8 values times their scales) */
     if (use_mmt) {
         if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, &mt, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
-        if (mt->dq)
-            mode = 2;
+        qm += mt->dq ? 8 : 0;
     }
     int key = norm >= 0 ? norm : src;
-    if (b->q_src != key || b->q_mode != mode) {
+    if (b->q_src != key || b->q_mode != qm) {
         CUdeviceptr x, nw = 0;
         float eps = 0;
         if (norm >= 0) {
@@ -853,14 +861,15 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, nw);
         af(l, eps);
         ai(l, k);
-        ai(l, mode);
+        ai(l, qm);
         ap(l, b->xq);
         ap(l, b->xd);
         ap(l, b->xf);
         ap(l, b->xs);
-        ap(l, T > 1 && mode >= 1 && mode <= 3 ? b->xh : 0); /* mmt's F16 / BF16 input */
+        /* mmt's F16 / BF16 input */
+        ap(l, T > 1 && ((mode >= 1 && mode <= 3) || qm & 8) ? b->xh : 0);
         b->q_src = key;
-        b->q_mode = mode;
+        b->q_mode = qm;
     }
     /* the launch's weights: this matmul and those chained to it (q, k, v; or gate, up) */
     int mm[3] = {i, -1, -1}, nm = 1;

@@ -327,11 +327,13 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #elif DQ
 // ---- quantized weights dequantized into F16 tiles -------------------------------------------
 // The weight tile holds each weight dequantized to F16 (Q4_K, Q5_K: d sc q - dmin m; Q6_K:
-// d sc q; Q8_0, Q4_0: d q), the activation tile the floats rounded to F16 (quant_act mode 2,
-// xh), and the products run as for F16 weights (F32 accumulate) on a quarter of the bytes.
-// This rounds differently from the integer paths and the CPU backend, which quantize the
-// activation to 8 bits: here it keeps F16's 11 bits, and each weight is rounded once (the
-// scales d sc and dmin m are rounded to F16 first). Per step of 64 along k a thread converts
+// d sc q; Q8_0, Q4_0: d q), the activation tile quant_act's int8 values times their scales
+// rounded to F16 (xh: the activation the integer paths, the CPU backend and ggml multiply
+// with, as Q8_0 or Q8_K), and the products run as for F16 weights (F32 accumulate) on a
+// quarter of the bytes. Each weight and each activation value is rounded once to F16 (the
+// weight's scales d sc and dmin m first): about 1e-3 from the integer products, where an
+// activation kept as floats would differ by the 8-bit quantization itself (1e-2 and more on
+// the fixtures' logits). Per step of 64 along k a thread converts
 // 32 values of one weight row, whose raw bytes it loaded during the step before; the
 // activation tile comes with cp.async NS - 1 steps ahead.
 #define LW 72          // shared row stride in halves (144 bytes: 8 rows of an ldmatrix hit 32 banks)

@@ -7,7 +7,9 @@
 // Output: xq int8 [ncols][k] + xd float [ncols][k/32] (modes 0, 1), or xf float [ncols][k];
 // mode 1 also writes xs int [ncols][k/16], the sums of each 16 values of xq (the K formats'
 // min terms); where xh is set, modes 2 and 3 also write the F16 / BF16 values themselves to xh
-// [ncols][k], mode 1 its int8 values as F16 (the tensor-core prompt kernel's inputs).
+// [ncols][k], mode 1 its int8 values as F16 (the tensor-core prompt kernel's inputs); modes 0
+// and 1 plus 8 write instead each int8 value times its scale, rounded to F16 (the activation
+// ggml's quantized dot products multiply with, for the dequantizing prompt tiles).
 // Grid (columns, ceil(k / 2048)): blocks of 256 threads (8 elements each), each a 2048-element
 // chunk of a row.
 // Parameters: none.
@@ -21,6 +23,8 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
 {
     pdl_wait();
     pdl_launch();
+    const bool xdq = mode & 8; // xh: the int8 values times their scales
+    mode &= 7;
     __shared__ double sh[32];
     int c = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int e0 = blockIdx.y * CHUNK, e1 = min(k, e0 + CHUNK);
@@ -76,7 +80,10 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
             float v = XV(j);
             float amax = warp_max(fabsf(v));
             float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-            xq[(i64)c * k + b * 32 + lane] = (i8)__float2int_rn(v * id);
+            const int q = __float2int_rn(v * id);
+            xq[(i64)c * k + b * 32 + lane] = (i8)q;
+            if (xh && xdq)
+                xh[(i64)c * k + b * 32 + lane] = f2h((float)q * h2f(f2h(d)));
             if (lane == 0)
                 xd[(i64)c * (k / 32) + b] = h2f(f2h(d));
         }
@@ -105,13 +112,14 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
                 }
             }
             float iscale = am != 0.0f ? -127.0f / mx : 0.0f;
+            const float dq = am != 0.0f ? 1.0f / iscale : 0.0f;
             int sum = 0;
             u32 hq[4]; // the 8 values as F16 pairs: one 16-byte store
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 int q = am != 0.0f ? min(127, __float2int_rn(iscale * v[j])) : 0;
                 xq[(i64)c * k + b * 256 + lane * 8 + j] = (i8)q;
-                const u32 h = f2h((float)q);
+                const u32 h = f2h(xdq ? (float)q * dq : (float)q);
                 hq[j / 2] = j & 1 ? hq[j / 2] | (h << 16) : h;
                 sum += q;
             }
@@ -122,7 +130,7 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
             if (!(lane & 1))
                 xs[(i64)c * (k / 16) + b * 16 + lane / 2] = sum;
             if (lane < 8)
-                xd[(i64)c * (k / 32) + b * 8 + lane] = am != 0.0f ? 1.0f / iscale : 0.0f;
+                xd[(i64)c * (k / 32) + b * 8 + lane] = dq;
         }
     } else {
 #pragma unroll
