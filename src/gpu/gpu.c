@@ -717,6 +717,7 @@ struct pb {
     int *glu;        /* MATMUL (gate): the SWIGLU its launch writes (with the up MATMUL), or -1 */
     bool *skip;
     int q_src, q_mode; /* what the activation scratch holds now */
+    bool recurrent;    /* the graph carries a recurrent state (DeltaNet layers) */
     struct brasa_err *err;
 };
 
@@ -813,22 +814,22 @@ static brasa_status plan_matmul(struct pb *b, int i)
     bool use_mmt = T >= b->s->mmt_min && b->s->mmt && k % 64 == 0 && mode != 4;
     /* quantized weights: first the variants that dequantize into F16 tiles of 128 rows (with
      * GLU 64 of each), which take quant_act's int8 activation times its scales as F16, where
-     * the chained weights fit those tiles: always for the K formats; for Q8_0 and Q4_0 where
-     * the launch has a tile for every SM (the integer tiles, of 64 rows x 64 tokens, were
-     * faster on the 1.5B shapes' smaller launches, BENCHMARKS.md); BRASA_GPU_MMT_DQ=0: never,
-     * =2: always. The others' tiles have 64 rows. */
-    int dq = use_mmt && mode <= 1 && b->s->mmt_dq;
-    long t128 = glu ? (rows + 63) / 64 : (rows + 127) / 128;
+     * the chained weights fit those tiles. Each weight and activation value is then rounded
+     * to F16 once, so the products are no longer the exact integer sums ggml's are: by
+     * default only for the K formats (Q4_K_M 7B prompts 1.48x faster than their integer
+     * tiles) and not in graphs with a recurrent state, which carries the rounding from token
+     * to token (the qwen35 fixtures sat up to 1.8x beyond their bound); Q8_0 and Q4_0 keep
+     * their integer tiles (faster on the 1.5B shapes, 6% slower on the 7B ones,
+     * BENCHMARKS.md). BRASA_GPU_MMT_DQ=0: never, =2: wherever the tiles fit. The others'
+     * tiles have 64 rows. */
+    int dq = use_mmt && mode <= 1 &&
+             (b->s->mmt_dq == 2 || (b->s->mmt_dq == 1 && mode == 1 && !b->recurrent));
     if (use_mmt && !glu)
         for (int j = i; b->mnext[j] >= 0; j = b->mnext[j]) {
             long nr = (long)b->g->nodes[b->g->nodes[j].in[1]].ne[1];
             use_mmt &= nr % (mode >= 2 ? 128 : 64) == 0;
             dq &= nr % 128 == 0;
-            long nn = (long)b->g->nodes[b->g->nodes[b->mnext[j]].in[1]].ne[1];
-            t128 += (nn + 127) / 128;
         }
-    if (dq && mode == 0 && b->s->mmt_dq == 1 && t128 * ((T + 127) / 128) < g->n_sm)
-        dq = 0;
     if ((mode == 0 && k % 32) || (mode == 1 && k % 256) || k % 8)
         return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: k = %ld does not fit the GPU "
                           "kernels", n->name, k);
@@ -1508,6 +1509,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
                    .xs = s->ws + o_xs, .xf = s->ws + o_xf, .xh = s->ws + o_xh, .part = s->ws + o_part,
                    .mpart = s->ws + o_mpart, .q_src = -1, .q_mode = -1,
                    .err = err};
+    for (int i = 0; i < g->n; i++)
+        b.recurrent |= g->nodes[i].op == GOP_DELTANET;
     b.nuse = calloc((size_t)g->n, sizeof(int));
     b.normsrc = malloc((size_t)g->n * sizeof(int));
     b.resadd = malloc((size_t)g->n * sizeof(int));
