@@ -1395,9 +1395,11 @@ static void fuse(struct pb *b)
     }
 }
 
-/* Workspace bytes of a graph: arena, activation scratch, attention partials. */
-static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_t *o_xs,
-                        size_t *o_xf, size_t *o_xh, size_t *o_part, size_t *o_mpart)
+/* Workspace bytes of a graph: arena, activation scratch, attention partials, and the split
+ * partial sums of mmt.cu where a batch of mmt_min tokens or more may take it (mmt: it may). */
+static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t *o_xq, size_t *o_xd,
+                        size_t *o_xs, size_t *o_xf, size_t *o_xh, size_t *o_part,
+                        size_t *o_mpart)
 {
     size_t maxk = 0, part = 0, mpart = 0;
     for (int i = 0; i < g->n; i++) {
@@ -1405,7 +1407,7 @@ static size_t ws_layout(const struct graph *g, size_t *o_xq, size_t *o_xd, size_
         if (n->op == GOP_MATMUL) {
             size_t k = (size_t)g->nodes[n->in[1]].ne[0] * (size_t)n->ne[1];
             maxk = k > maxk ? k : maxk;
-            if (n->ne[1] > 1) /* batches: mmt's split partial sums */
+            if (mmt && n->ne[1] >= mmt_min) /* batches on the tensor cores */
                 mpart = (size_t)MMT_SPLIT_TILES * MMT_TILE_FLOATS * 4;
         } else if (n->op == GOP_ATTN) {
             int n_ctx = (int)g->nodes[g->nodes[n->in[1]].in[1]].ne[1];
@@ -1460,7 +1462,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     }
     plan_clear(s, p);
     size_t o_xq, o_xd, o_xs, o_xf, o_xh, o_part, o_mpart;
-    size_t need = ws_layout(g, &o_xq, &o_xd, &o_xs, &o_xf, &o_xh, &o_part, &o_mpart);
+    size_t need = ws_layout(g, s->mmt, s->mmt_min, &o_xq, &o_xd, &o_xs, &o_xf, &o_xh, &o_part,
+                            &o_mpart);
     if (need > s->ws_cap) {
         gp->d.cuStreamSynchronize(s->st);
         gmem_free(&gp->mem, s->ws);
