@@ -75,7 +75,8 @@ struct mv_kernel {
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
     unsigned shm;    /* dynamic shared memory bytes a block (mmt.cu F16 / BF16: NS stages) */
     int tr, nt;      /* mmt.cu: weight rows (of each weight) a block, threads (ncv: tokens) */
-    int dq;          /* mmt.cu: quantized weights dequantized into F16 tiles (F16 activations) */
+    int dq;          /* mmt.cu: quantized weights dequantized into F16 tiles (quant_act's
+                      * int8 activation times its scales, as F16: mode + 8) */
     int bps;         /* mmt.cu: blocks an SM holds at once */
     CUmodule mod;
     CUfunction fn;
@@ -805,12 +806,11 @@ static brasa_status plan_matmul(struct pb *b, int i)
     int glu = b->glu[i] >= 0;
     /* prompt batches: tensor-core tiles (mmt.cu) of 128 rows x 128 tokens (F16 / BF16 and
      * dequantized weights; with GLU 64 rows of each weight) or 64 x 64 (the integer tiles of
-     * quantized weights) where the shapes fit: k a
-     * multiple of 64 (the K formats' 256 is checked below), every weight of a q/k/v launch but
-     * the last a multiple of the tile's rows; not F32 weights (their products stay in F32,
-     * mode 4); batches of at least mmt_min tokens (a 64-row tile per block leaves the SMs idle
-     * on short batches: 64 tokens took 3.6x the integer kernel's time, 512 tokens 0.65x,
-     * BENCHMARKS.md) */
+     * quantized weights) where the shapes fit: k a multiple of 64 (the K formats' 256 is
+     * checked below), every weight of a q/k/v launch but the last a multiple of the tile's
+     * rows; not F32 weights (their products stay in F32, mode 4); batches of at least mmt_min
+     * tokens (a 64-row tile per block leaves the SMs idle on short batches: 64 tokens took
+     * 3.6x the integer kernel's time, 512 tokens 0.65x, BENCHMARKS.md) */
     bool use_mmt = T >= b->s->mmt_min && b->s->mmt && k % 64 == 0 && mode != 4;
     /* quantized weights: first the variants that dequantize into F16 tiles of 128 rows (with
      * GLU 64 of each), which take quant_act's int8 activation times its scales as F16, where

@@ -331,11 +331,12 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 // rounded to F16 (xh: the activation the integer paths, the CPU backend and ggml multiply
 // with, as Q8_0 or Q8_K), and the products run as for F16 weights (F32 accumulate) on a
 // quarter of the bytes. Each weight and each activation value is rounded once to F16 (the
-// weight's scales d sc and dmin m first): about 1e-3 from the integer products, where an
-// activation kept as floats would differ by the 8-bit quantization itself (1e-2 and more on
-// the fixtures' logits). Per step of 64 along k a thread converts
-// 32 values of one weight row, whose raw bytes it loaded during the step before; the
-// activation tile comes with cp.async NS - 1 steps ahead.
+// weight's scales d sc and dmin m first): a product differs from the integer one by about
+// 1e-3, and through a model's layers (later activations quantized on the other side of a
+// rounding edge) the fixtures' logits move from about 2e-2 to 3.5e-2 of ggml's (bound 5e-2;
+// floats instead of the 8-bit activation moved them further, BENCHMARKS.md). Per step of 64
+// along k a thread converts 32 values of one weight row, whose raw bytes it loaded during the
+// step before; the activation tile comes with cp.async NS - 1 steps ahead.
 #define LW 72          // shared row stride in halves (144 bytes: 8 rows of an ldmatrix hit 32 banks)
 #define DSTG (128 * LW) // halves per stage: 128 weight rows (or 128 tokens) x 64 along k
 #ifndef NS
