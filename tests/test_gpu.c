@@ -210,10 +210,10 @@ TEST(fixtures_vs_golden_and_cpu)
                                        "tensor-core prompts, integer tiles"};
     for (int pass = 0; pass < 3; pass++) {
         double wg = 0, wc = 0;
-        if (pass)
+        if (pass) {
             setenv("BRASA_GPU_MMT_MIN", "2", 1);
-        if (pass)
             setenv("BRASA_GPU_MMT_DQ", pass == 1 ? "2" : "0", 1);
+        }
         for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
             if (pass == 1 && !strcmp(archs[a], "qwen35"))
                 unsetenv("BRASA_GPU_MMT_DQ");

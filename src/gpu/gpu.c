@@ -257,9 +257,11 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
         return st;
     }
     /* what bounds the blocks an SM holds (optional: HIP may not report them) */
-    if (g->d.cuDeviceGetAttribute(&g->sm_smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+    if (g->d.cuDeviceGetAttribute(&g->sm_smem,
+                                  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
                                   g->dev) != 0 ||
-        g->d.cuDeviceGetAttribute(&g->sm_regs, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+        g->d.cuDeviceGetAttribute(&g->sm_regs,
+                                  CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
                                   g->dev) != 0 ||
         g->d.cuDeviceGetAttribute(&g->sm_threads,
                                   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, g->dev) != 0)

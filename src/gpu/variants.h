@@ -9,7 +9,7 @@
 
 struct gpu_variant {
     const char *tmpl;                 /* "matvec.cu" */
-    int n_defs;
+    int n_defs;                       /* set by the list functions: the defs named */
     struct jit_def defs[GV_MAX_DEFS];
 };
 

@@ -65,6 +65,11 @@
 #define WTOK(w) (((w) & 1) * 32)
 #endif
 #define NWT (GLU ? 2 : 1) // weight tiles
+// KF and DQ: the shared row stride of their F16 tiles in halves (144 bytes: the 8 rows of an
+// ldmatrix hit 32 banks)
+#if KF || DQ
+#define LW 72
+#endif
 
 // a warp's accumulators: weight tiles x MI row tiles x NJ token tiles x 4 values
 template <typename E> __device__ __forceinline__ void zero_tiles(E (*a)[MI][NJ][4])
@@ -128,7 +133,6 @@ __device__ __forceinline__ void warp_step_f16(const u16 *ws, const u16 *xs, int 
 // of 16), the row's d, dmin and 6-bit mins mn_j: the CPU backend's exact integer sums, with
 // the F32 rounding of the products' accumulation only. The activation tile comes with cp.async,
 // the weights are fetched a step ahead into registers and converted into the other stage.
-#define LW 72 // shared row stride in halves (144 bytes: 8 rows of an ldmatrix hit 32 banks)
 #define KSTG ((2 * 32 + BN) * LW) // halves per stage: 64 weight rows, then 128 tokens
 
 // A thread's raw share of a step's weight tile: row lr, elements 8 qd .. + 8 of sub-blocks 2p
@@ -337,7 +341,6 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 // floats instead of the 8-bit activation moved them further, BENCHMARKS.md). Per step of 64
 // along k a thread converts 32 values of one weight row, whose raw bytes it loaded during the
 // step before; the activation tile comes with cp.async NS - 1 steps ahead.
-#define LW 72          // shared row stride in halves (144 bytes: 8 rows of an ldmatrix hit 32 banks)
 #define DSTG (128 * LW) // halves per stage: 128 weight rows (or 128 tokens) x 64 along k
 #ifndef NS
 #define NS 4
@@ -449,13 +452,15 @@ __device__ __forceinline__ void dstore(const draw &f, int kk, int hh, u16 *row)
 #elif QT == T_Q6_K
     const int q0 = 2 * ((kk % 128) / 64), ns = 2 * q0; // nibble shift: 0 (quarters 0, 1), 4
     const float d = h2f((u16)(f.s & 0xffff));
-    const u32 a0 = hpair(d * (float)(i8)((f.s >> 16) & 0xff)), a1 = hpair(d * (float)(i8)(f.s >> 24));
+    const u32 a0 = hpair(d * (float)(i8)((f.s >> 16) & 0xff));
+    const u32 a1 = hpair(d * (float)(i8)(f.s >> 24));
     const u32 ql[4] = {f.q.x, f.q.y, f.q.z, f.q.w}, ql2[4] = {f.q2.x, f.q2.y, f.q2.z, f.q2.w};
     const u32 qh[4] = {f.e.x, f.e.y, f.e.z, f.e.w};
 #pragma unroll
     for (int t = 0; t < 4; t++) {
         const u32 v0 = ((ql[t] >> ns) & 0x0F0F0F0Fu) | (((qh[t] >> (2 * q0)) & 0x03030303u) << 4);
-        const u32 v1 = ((ql2[t] >> ns) & 0x0F0F0F0Fu) | (((qh[t] >> (2 * q0 + 2)) & 0x03030303u) << 4);
+        const u32 v1 =
+            ((ql2[t] >> ns) & 0x0F0F0F0Fu) | (((qh[t] >> (2 * q0 + 2)) & 0x03030303u) << 4);
         deq4(v0, 0x64206420u, a0, 0u, &o0[2 * t]); // 1056: q - 32
         deq4(v1, 0x64206420u, a1, 0u, &o1[2 * t]);
     }
