@@ -78,6 +78,8 @@ struct mv_kernel {
     int dq;          /* mmt.cu: quantized weights dequantized into F16 tiles (quant_act's
                       * int8 activation times its scales, as F16: mode + 8) */
     int bps;         /* mmt.cu: blocks an SM holds at once */
+    int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
+    int regs, sshm;  /* registers a thread, static shared memory bytes a block */
     CUmodule mod;
     CUfunction fn;
 };
@@ -178,6 +180,8 @@ struct gpu_sess {
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
+    bool mvd_xc;             /* decode products convert their own activation (mvd.cu XC;
+                              * BRASA_GPU_MVD_XC=0: quant_act converts it) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
@@ -362,11 +366,11 @@ static int blocks_per_sm(const struct gpu *g, int nt, int regs, unsigned shm)
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
-                           struct mv_kernel **out, struct brasa_err *err)
+                           int xc, struct mv_kernel **out, struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
         if (g->mv[i].dec == dec && g->mv[i].wtype == wtype && g->mv[i].nc == nc &&
-            g->mv[i].glu == glu && g->mv[i].nr == nr) {
+            g->mv[i].glu == glu && g->mv[i].nr == nr && g->mv[i].xc == xc) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
@@ -374,7 +378,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
-             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, v, 6)
+             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
     if (nv == 0)
@@ -393,7 +397,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (kf && env_is("BRASA_GPU_MMT_KF", "0"))
             continue;
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
-                              .nw = (int)v[k].defs[1].value,
+                              .xc = xc, .nw = (int)v[k].defs[1].value,
                               .ncv = dec ? 1 : (int)v[k].defs[2].value};
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"PF", 0}; /* (measurement) */
@@ -409,6 +413,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             g->d.cuModuleUnload(m.mod);
             continue;
         }
+        m.regs = regs;
+        g->d.cuFuncGetAttribute(&m.sshm, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, m.fn);
         if (dec == 2) { /* the tile shapes of mmt.cu's four paths */
             int fl = wtype == T_F16 || wtype == T_BF16;
             m.dq = dq;
@@ -417,9 +423,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             m.nt = fl || kf || dq ? 256 : 128;
             m.shm = kf ? MMT_KF_BYTES
                   : dq ? (unsigned)(ns + 2) * MMT_DQ_STAGE_BYTES : (unsigned)ns * MMT_STAGE_BYTES;
-            int stat = 0;
-            g->d.cuFuncGetAttribute(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, m.fn);
-            m.bps = blocks_per_sm(g, m.nt, regs, m.shm + (unsigned)stat);
+            m.bps = blocks_per_sm(g, m.nt, regs, m.shm + (unsigned)m.sshm);
         }
         if (m.shm > 48 * 1024 &&
             ((int)m.shm > g->smem_optin ||
@@ -430,9 +434,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             continue;
         }
         if (g->o.verbose)
-            fprintf(stderr, "brasa: %s type %u%s: variant %d, NW=%d %s=%d (%d registers, %d "
-                    "local bytes)\n", fname, wtype, glu ? " gate+up" : "", k, m.nw,
-                    dec == 1 ? "NR" : "NC", dec == 1 ? nr : m.ncv, regs, local);
+            fprintf(stderr, "brasa: %s type %u%s%s: variant %d, NW=%d %s=%d (%d registers, %d "
+                    "local bytes)\n", fname, wtype, glu ? " gate+up" : "", xc ? " XC" : "", k,
+                    m.nw, dec == 1 ? "NR" : "NC", dec == 1 ? nr : m.ncv, regs, local);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
         return BRASA_OK;
@@ -552,6 +556,8 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->dump = getenv("BRASA_DUMP");
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
+    /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
+    s->mvd_xc = !env_is("BRASA_GPU_MVD_XC", "0");
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
@@ -797,6 +803,23 @@ static void ap_outputs(struct launch *l, const CUdeviceptr *y, const CUdeviceptr
         ai(l, r[j]);
 }
 
+/* The decode product's weight rows per lane group, which share each activation load: 2
+ * (gate+up: one of each; 4 measured no faster, BENCHMARKS.md) where every weight of the launch
+ * but the last (of r[0..nm)) has a multiple of the output rows per group; else 1. */
+static int mvd_rows(const struct pb *b, int glu, int nm, const int *r)
+{
+    int nr = 2, fnr = b->s->force_nr;
+    if (fnr == 4 || fnr == 2 || (fnr == 1 && !glu))
+        nr = fnr;
+    for (;; nr /= 2) {
+        int nout = glu ? nr / 2 : nr, fits = 1;
+        for (int j = 0; j + 1 < nm; j++)
+            fits &= r[j] % nout == 0;
+        if (fits || nr == (glu ? 2 : 1))
+            return nr;
+    }
+}
+
 static brasa_status plan_matmul(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
@@ -838,42 +861,23 @@ static brasa_status plan_matmul(struct pb *b, int i)
     struct mv_kernel *mt = NULL;
     int qm = mode; /* quant_act's mode (+ 8: xh holds the int8 values times their scales) */
     if (use_mmt) {
-        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, &mt, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, &mt, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         qm += mt->dq ? 8 : 0;
     }
     int key = norm >= 0 ? norm : src;
-    if (b->q_src != key || b->q_mode != qm) {
-        CUdeviceptr x, nw = 0;
-        float eps = 0;
-        if (norm >= 0) {
-            const struct graph_node *r = &b->g->nodes[norm];
-            if ((st = dev_of(b, r->in[0], &x)) || (st = dev_of(b, r->in[1], &nw)))
-                return st;
-            eps = r->p.f[0];
-        } else if ((st = dev_of(b, src, &x))) {
+    CUdeviceptr x, nw = 0; /* the input (of the fused RMSNorm where there is one) */
+    float eps = 0;
+    if (norm >= 0) {
+        const struct graph_node *r = &b->g->nodes[norm];
+        if ((st = dev_of(b, r->in[0], &x)) || (st = dev_of(b, r->in[1], &nw)))
             return st;
-        }
-        if ((st = rng(b, x, (size_t)T * k * 4, "matmul input", i)))
-            return st;
-        struct launch *l = L(b, K_QUANT, NULL, NULL, i, (unsigned)T, (unsigned)((k + 2047) / 2048),
-                             1, 256, 0);
-        if (!l)
-            return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
-        ap(l, x);
-        ap(l, nw);
-        af(l, eps);
-        ai(l, k);
-        ai(l, qm);
-        ap(l, b->xq);
-        ap(l, b->xd);
-        ap(l, b->xf);
-        ap(l, b->xs);
-        /* mmt's F16 / BF16 input */
-        ap(l, T > 1 && ((mode >= 1 && mode <= 3) || qm & 8) ? b->xh : 0);
-        b->q_src = key;
-        b->q_mode = qm;
+        eps = r->p.f[0];
+    } else if ((st = dev_of(b, src, &x))) {
+        return st;
     }
+    if ((st = rng(b, x, (size_t)T * k * 4, "matmul input", i)))
+        return st;
     /* the launch's weights: this matmul and those chained to it (q, k, v; or gate, up) */
     int mm[3] = {i, -1, -1}, nm = 1;
     if (glu)
@@ -901,6 +905,37 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if ((st = dev_of(b, a->in[0], &res)))
             return st;
     }
+    /* decode products of quantized weights convert their own activation (mvd.cu XC; tg128
+     * 1.5B Q8_0 924 -> 996 tok/s, 7B Q8_0 382 -> 397, Q4_K_M within 2%; F16 weights 750 ->
+     * 745, so not for those) where no output overlaps the input they read (blocks write
+     * outputs while others still read it) and the input and
+     * norm weights are 16-byte aligned, with 2 rows a lane group (the variants CI compiles);
+     * else quant_act converts it first */
+    int xc = T == 1 && b->s->mvd && mode <= 1 ? b->s->mvd_xc : 0;
+    if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r) != 2))
+        xc = 0;
+    for (int j = 0; j < nm && xc; j++)
+        if (y[j] < x + (CUdeviceptr)k * 4 && x < y[j] + (CUdeviceptr)r[j] * 4)
+            xc = 0;
+    if (!xc && (b->q_src != key || b->q_mode != qm)) {
+        struct launch *l = L(b, K_QUANT, NULL, NULL, i, (unsigned)T, (unsigned)((k + 2047) / 2048),
+                             1, 256, 0);
+        if (!l)
+            return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
+        ap(l, x);
+        ap(l, nw);
+        af(l, eps);
+        ai(l, k);
+        ai(l, qm);
+        ap(l, b->xq);
+        ap(l, b->xd);
+        ap(l, b->xf);
+        ap(l, b->xs);
+        /* mmt's F16 / BF16 input */
+        ap(l, T > 1 && ((mode >= 1 && mode <= 3) || qm & 8) ? b->xh : 0);
+        b->q_src = key;
+        b->q_mode = qm;
+    }
     int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
     long tot = glu ? rows : (long)r[0] + r[1] + r[2];
     const char *kname = glu ? "matvec_glu" : nm > 1 ? "matvec_multi" : "matvec";
@@ -911,21 +946,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         int pe = w->type == T_Q8_0 ? 16 : w->type == T_F16 || w->type == T_BF16 ? 8
                : w->type == T_F32 ? 4 : 32;
         long pieces = k / pe;
-        /* nr weight rows per lane group share each activation load: 2 (gate+up: one of
-         * each; 4 measured no faster, BENCHMARKS.md) where every weight but the last has a
-         * multiple of the output rows per group */
-        int nr = 2, nout;
-        int fnr = b->s->force_nr;
-        if (fnr == 4 || fnr == 2 || (fnr == 1 && !glu))
-            nr = fnr;
-        for (;; nr /= 2) {
-            nout = glu ? nr / 2 : nr;
-            int fits = 1;
-            for (int j = 0; j + 1 < nm; j++)
-                fits &= r[j] % nout == 0;
-            if (fits || nr == (glu ? 2 : 1))
-                break;
-        }
+        int nr = mvd_rows(b, glu, nm, r), nout = glu ? nr / 2 : nr;
         long groups = (tot + nout - 1) / nout;
         /* ks warps share a group (split along k) while the launch has fewer than 64 warps
          * per SM and every lane still gets a piece */
@@ -936,11 +957,26 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ks = b->s->force_ks;
         if (nr != 2) /* the row-group overrides are compiled for one warp per group */
             ks = 1;
-        if ((st = get_mv(g, 1, w->type, ks, glu, nr, &mv, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
-        long gpb = mv->nw / ks;
-        if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)((groups + gpb - 1) / gpb), 1, 1,
-                    (unsigned)mv->nw * 32, 0)))
+        long gpb = mv->nw / ks, nblk = (groups + gpb - 1) / gpb, grid = nblk;
+        unsigned shm = 0;
+        if (xc) { /* as many blocks as the SMs hold, each with the converted activation */
+            shm = (unsigned)(mode == 0 ? k + k / 8 : mode == 1 ? k + k / 8 + k / 4 : 4 * k);
+            if (shm > mv->shm) {
+                if (shm > 48 * 1024 &&
+                    ((int)shm > g->smem_optin ||
+                     g->d.cuFuncSetAttribute(mv->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             (int)shm) != 0))
+                    return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: %u bytes of shared "
+                                      "memory for its activation", n->name, shm);
+                mv->shm = shm;
+            }
+            long cap = (long)blocks_per_sm(g, mv->nw * 32, mv->regs, shm + (unsigned)mv->sshm) *
+                       g->n_sm;
+            grid = nblk < cap ? nblk : cap;
+        }
+        if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)grid, 1, 1, (unsigned)mv->nw * 32, shm)))
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);
@@ -949,6 +985,10 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, b->xs);
         ap_outputs(l, y, bias, res, rscale, r);
         ai(l, k);
+        ap(l, xc ? x : 0);
+        ap(l, xc ? nw : 0);
+        af(l, eps);
+        ai(l, nblk);
         return BRASA_OK;
     }
     if (use_mmt) {
@@ -981,7 +1021,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, T);
         return BRASA_OK;
     }
-    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, &mv, b->err)) != BRASA_OK)
+    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
     int rpb = mv->nw; /* rows per block */
     unsigned nrb = (unsigned)((tot + rpb - 1) / rpb), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);

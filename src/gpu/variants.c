@@ -45,7 +45,8 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
     return counted(out, 2);
 }
 
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, struct gpu_variant *out, int cap)
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu_variant *out,
+                     int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
@@ -54,17 +55,20 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, struct gpu_variant
         (ks != 1 && ks != 2 && ks != 4))
         return 0;
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
-     * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps) */
+     * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps).
+     * Blocks of 4 warps; xc: one block per SM, which converts the activation itself */
+    int q5 = wtype == GGML_TYPE_Q5_K;
     for (int v = 0; v < 2; v++)
         out[v] = (struct gpu_variant){"mvd.cu",
-                                      7,
+                                      8,
                                       {{"QT", (long)wtype},
-                                       {"NW", 4},
+                                       {"NW", !xc ? 4 : !v ? 32 : q5 ? 20 : 24},
                                        {"NR", nr},
                                        {"U", 4 / nr},
                                        {"KS", ks},
                                        {"GLU", glu},
-                                       {"MB", !v ? 8 : wtype == GGML_TYPE_Q5_K ? 5 : 6}}};
+                                       {"MB", xc ? 1 : !v ? 8 : q5 ? 5 : 6},
+                                       {"XC", xc != 0}}};
     return counted(out, 2);
 }
 
@@ -120,12 +124,15 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
             for (int glu = 0; glu < 2; glu++)
                 n += gpu_matvec_variants(gpu_matvec_types[i], nc, glu, out + n, cap - n);
     /* the decode kernel: 2 rows per group with 1, 2 or 4 warps per group (what brasa picks),
-     * and 1 or 4 rows with 1 warp (BRASA_GPU_MVD_NR) */
+     * converting the activation itself (XC) or not, and 1 or 4 rows with 1 warp
+     * (BRASA_GPU_MVD_NR) */
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             for (int nr = 1; nr <= 4; nr *= 2)
                 for (int ks = 1; ks <= (nr == 2 ? 4 : 1); ks *= 2)
-                    n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, out + n, cap - n);
+                    for (int xc = 0; xc <= (nr == 2); xc++)
+                        n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, xc, out + n,
+                                              cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);

@@ -19,8 +19,9 @@ struct gpu_variant {
 int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap);
 /* Candidates for the decode product (mvd.cu) of weight type wtype, plain or gate+up (glu),
  * nr weight rows per lane group (1, 2 or 4; at least 2 with glu) and ks warps per group (1, 2
- * or 4); returns their count (0: no such kernel). */
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, struct gpu_variant *out, int cap);
+ * or 4); xc: blocks (one per SM) that convert the activation themselves (mvd.cu XC); returns their count (0: no such kernel). */
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu_variant *out,
+                     int cap);
 /* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up: candidates in
  * order of preference, for quantized weights with dq first those that dequantize into F16
  * tiles (they take quant_act's F16 activation and tiles of 128 rows); cap at least 6; returns

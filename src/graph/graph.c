@@ -144,7 +144,7 @@ brasa_status graph_plan(struct graph *g, struct brasa_err *err)
     if (g->out >= 0)
         last[g->out] = g->n; /* the logits outlive the graph */
     struct span *fl = NULL;
-    int nfl = 0, cfl = 0;
+    int nfl = 0, cfl = 0, pend[GRAPH_MAX_IN], npend = 0;
     size_t top = 0;
     brasa_status st = BRASA_OK;
     for (int i = 0; i < g->n && st == BRASA_OK; i++) {
@@ -167,9 +167,15 @@ brasa_status graph_plan(struct graph *g, struct brasa_err *err)
             n->offset = top;
             top += need;
         }
-        /* release inputs whose last reader is this node (after allocating the output, so an
-         * op never writes over an input it is still reading) */
-        for (int j = 0; j < GRAPH_MAX_IN && st == BRASA_OK; j++) {
+        /* release the inputs whose last reader was the previous node, then those of this
+         * one are pending: an output never overlaps its own inputs nor those of the node
+         * before it (a GPU launch that fuses a product with the add after it writes the add's
+         * output while other blocks still read the product's input) */
+        for (int p = 0; p < npend && st == BRASA_OK; p++)
+            st = plan_release(&fl, &nfl, &cfl, g->nodes[pend[p]].offset,
+                              (g->nodes[pend[p]].nbytes + 63) & ~(size_t)63, err);
+        npend = 0;
+        for (int j = 0; j < GRAPH_MAX_IN; j++) {
             int s = n->in[j];
             if (s < 0 || is_leaf(g->nodes[s].op) || last[s] != i)
                 continue;
@@ -177,8 +183,7 @@ brasa_status graph_plan(struct graph *g, struct brasa_err *err)
             for (int q = 0; q < j; q++)
                 dup |= n->in[q] == s;
             if (!dup)
-                st = plan_release(&fl, &nfl, &cfl, g->nodes[s].offset,
-                                  (g->nodes[s].nbytes + 63) & ~(size_t)63, err);
+                pend[npend++] = s;
         }
         if (st == BRASA_OK && last[i] == i) /* unread output (dead node): free at once */
             st = plan_release(&fl, &nfl, &cfl, n->offset, need, err);

@@ -85,6 +85,37 @@ __device__ __forceinline__ float block_max(float v, float *sh)
     return warp_max(v);
 }
 
+// Q8_K (ggml) of one 256-value block held by a warp, lane l holding values 8 l .. 8 l + 7:
+// iscale = -127 / (the signed value of largest magnitude; the lowest index wins a tie, as
+// ggml's scan), q = min(127, round(iscale v)). Fills the lane's q, returns the block's d
+// (1 / iscale; 0 for a block of zeros), the same in every lane.
+__device__ __forceinline__ float q8k_warp(const float *v, int lane, int *q)
+{
+    float am = 0.0f, mx = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        if (fabsf(v[j]) > am) {
+            am = fabsf(v[j]);
+            mx = v[j];
+        }
+    int idx = am > 0.0f ? lane * 8 : 0x7fffffff;
+    for (int o = 16; o > 0; o >>= 1) {
+        float am2 = shfl_xor(am, o);
+        float mx2 = shfl_xor(mx, o);
+        int idx2 = shfl_xor(idx, o);
+        if (am2 > am || (am2 == am && idx2 < idx)) {
+            am = am2;
+            mx = mx2;
+            idx = idx2;
+        }
+    }
+    float iscale = am != 0.0f ? -127.0f / mx : 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        q[j] = am != 0.0f ? min(127, __float2int_rn(iscale * v[j])) : 0;
+    return am != 0.0f ? 1.0f / iscale : 0.0f;
+}
+
 // Block sizes in bytes and elements (ggml layouts)
 //   Q4_0: half d; u8 qs[16]                       32 elements, 18 bytes
 //   Q8_0: half d; i8 qs[32]                       32 elements, 34 bytes

@@ -13,9 +13,14 @@
 // gate and up rows (NR / 2 of each) with the SwiGLU output.
 // With programmatic dependent launch the first weight loads are issued before the wait for the
 // previous kernel (pdl_wait), so the weight stream does not stop between launches.
+// With XC the launch converts the activation itself, with no quant_act before it: each block
+// reads the F32 input (and with normw runs the RMSNorm over it), converts it as quant_act
+// would into its shared memory, and then takes lane groups blockIdx.x, blockIdx.x + gridDim.x,
+// ... (a grid of as many blocks as the SMs hold: each converts once). The same values as
+// quant_act's, so the same products.
 // Parameters: QT (weight type), NW (warps per block), NR (weight rows per lane group), U
 // (pieces in flight per lane and row), KS (warps per lane group), GLU, MB (blocks per SM the
-// register budget allows).
+// register budget allows), XC.
 #include "common.cuh"
 
 #ifndef QT
@@ -35,6 +40,12 @@
 #endif
 #ifndef GLU
 #define GLU 0
+#endif
+#ifndef XC
+#define XC 0
+#endif
+#ifndef XU
+#define XU 2 // (XC) loads a thread issues at once for the RMS sum
 #endif
 #ifndef MB
 #define MB (32 / NW) // blocks per SM the register budget must allow (8 x 4 warps: 64 registers)
@@ -304,22 +315,135 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 #endif
 }
 
+#if XC
+// The activation, converted as quant_act's mode for QT into shared memory (xc_bytes(k) bytes):
+// int8 values [k], scales [k / 32] and (K formats) sums of 16 [k / 16]; or the floats [k]
+// (F16 / BF16: rounded to that type).
+__device__ __forceinline__ void xconv(const float *x, const float *nw, float eps, int k, u8 *sm)
+{
+    __shared__ double sh[32];
+    const int nt = NW * 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float scale = 1.0f;
+    if (nw) { // the row's RMS: every load issued before the sum, as quant_act
+        double s = 0;
+        const float4 *x4 = (const float4 *)x;
+        for (int i0 = threadIdx.x; i0 < k / 4; i0 += XU * nt) {
+            float4 v[XU];
+#pragma unroll
+            for (int j = 0; j < XU; j++) {
+                float4 z = {0.0f, 0.0f, 0.0f, 0.0f};
+                v[j] = i0 + j * nt < k / 4 ? x4[i0 + j * nt] : z;
+            }
+#pragma unroll
+            for (int j = 0; j < XU; j++)
+                s += (double)(v[j].x * v[j].x) + (double)(v[j].y * v[j].y) +
+                     (double)(v[j].z * v[j].z) + (double)(v[j].w * v[j].w);
+        }
+        s = block_sum_d(s, sh);
+        scale = 1.0f / sqrtf((float)(s / k) + eps);
+    }
+#if QUANT
+    i8 *xq = (i8 *)sm;
+    float *xd = (float *)(sm + k);
+    // 256 values a warp at a time, 8 a lane (Q8_0: 4 lanes a block of 32)
+    for (int b = warp; b < (k + 255) / 256; b += NW) {
+        const int e = b * 256 + lane * 8;
+        float v[8];
+        int q[8];
+        if (e < k) { // (Q8_0 / Q4_0: k is a multiple of 32 only)
+            const float4 *p = (const float4 *)(x + e);
+            float4 a = p[0], c = p[1];
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+            v[4] = c.x, v[5] = c.y, v[6] = c.z, v[7] = c.w;
+            if (nw) {
+                const float4 *w = (const float4 *)(nw + e);
+                float4 wa = w[0], wc = w[1];
+                v[0] = (v[0] * scale) * wa.x, v[1] = (v[1] * scale) * wa.y;
+                v[2] = (v[2] * scale) * wa.z, v[3] = (v[3] * scale) * wa.w;
+                v[4] = (v[4] * scale) * wc.x, v[5] = (v[5] * scale) * wc.y;
+                v[6] = (v[6] * scale) * wc.z, v[7] = (v[7] * scale) * wc.w;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                v[j] = 0.0f;
+        }
+#if BE == 256
+        const float d = q8k_warp(v, lane, q);
+        int sum = 0;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            sum += q[j];
+        sum += shfl_xor(sum, 1);
+        if (!(lane & 1))
+            ((int *)(sm + k + k / 8))[b * 16 + lane / 2] = sum;
+        if (lane < 8)
+            xd[b * 8 + lane] = d;
+#else
+        float am = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            am = fmaxf(am, fabsf(v[j]));
+        am = fmaxf(am, shfl_xor(am, 1));
+        am = fmaxf(am, shfl_xor(am, 2));
+        const float d = am / 127.0f, id = am != 0.0f ? 127.0f / am : 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            q[j] = __float2int_rn(v[j] * id);
+        if (e < k && (lane & 3) == 0)
+            xd[e / 32] = h2f(f2h(d));
+#endif
+        if (e < k) {
+            u32 w0 = 0, w1 = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                w0 |= (u32)(q[j] & 0xff) << (8 * j);
+                w1 |= (u32)(q[j + 4] & 0xff) << (8 * j);
+            }
+            *(uint2 *)(xq + e) = make_uint2(w0, w1);
+        }
+    }
+#else
+    float4 *xf = (float4 *)sm;
+    for (int i = threadIdx.x; i < k / 4; i += nt) {
+        float4 v = ((const float4 *)x)[i];
+        if (nw) {
+            float4 w = ((const float4 *)nw)[i];
+            v.x = (v.x * scale) * w.x, v.y = (v.y * scale) * w.y;
+            v.z = (v.z * scale) * w.z, v.w = (v.w * scale) * w.w;
+        }
+#if QT == T_F16
+        v.x = round_h(v.x), v.y = round_h(v.y), v.z = round_h(v.z), v.w = round_h(v.w);
+#elif QT == T_BF16
+        v.x = bf2f(f2bf(v.x)), v.y = bf2f(f2bf(v.y)), v.z = bf2f(f2bf(v.z)),
+        v.w = bf2f(f2bf(v.w));
+#endif
+        xf[i] = v;
+    }
+    (void)lane, (void)warp;
+#endif
+}
+#endif
+
 // acc[j] += the dot of weight row j of the group with the activation over this lane's pieces.
 // Row j is row min(row + j % NOUT, last) of Wa, or with GLU of Wb for j >= NOUT. m: the lane's
-// piece place in its blocks.
+// piece place in its blocks. first: the launch's first group in this block, which waits for
+// the previous kernel once its first weights are on their way (with XC: and then converts the
+// activation; every thread of the block comes here, active or not: n = 0 for inactive ones).
 __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int row, int last,
                                          int k, int sl, const void *xa, const float *xd,
-                                         const int *xs, float *acc)
+                                         const int *xs, float *acc, bool active, bool first,
+                                         const float *xin, const float *nw, float eps)
 {
-    const int P = k / PE, n = (P - sl + GL - 1) / GL; // this lane's pieces
+    const int P = k / PE, n = active ? (P - sl + GL - 1) / GL : 0; // this lane's pieces
     const int m = sl % PPB;
     rowp w[NR];
 #pragma unroll
     for (int j = 0; j < NR; j++)
-        w[j] = row_of(GLU && j >= NOUT ? Wb : Wa, N, min(row + j % NOUT, last), k, sl);
+        w[j] = row_of(GLU && j >= NOUT ? Wb : Wa, N, max(0, min(row + j % NOUT, last)), k, sl);
     const actp x = act_of(xa, xd, xs, sl);
 #pragma unroll 1
-    for (int i0 = 0; i0 < n; i0 += U) {
+    for (int i0 = 0; i0 < (XC && first ? max(n, 1) : n); i0 += U) {
         piece p[U][NR];
 #pragma unroll
         for (int u = 0; u < U; u++)
@@ -328,9 +452,13 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
                 for (int j = 0; j < NR; j++)
                     ld_piece(w[j], i0 + u, p[u][j]);
             }
-        if (i0 == 0) { // the first weights are on their way: now wait for the activation
+        if (i0 == 0 && first) { // the first weights are on their way: now wait for the input
             pdl_wait();
             pdl_launch();
+#if XC
+            xconv(xin, nw, eps, k, (u8 *)xa);
+            __syncthreads();
+#endif
         }
 #pragma unroll
         for (int u = 0; u < U; u++)
@@ -342,17 +470,22 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
                     acc[j] += dot_piece(p[u][j], m, a);
             }
     }
+#if !XC
+    (void)xin, (void)nw, (void)eps;
+#endif
 }
 
-// Grid: ceil(rows / NOUT / (NW / KS)).
-extern "C" __global__ void __launch_bounds__(NW * 32, MB)
-mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
-    float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
-    const float *res, float rscale, int r0, int r1, int r2, int k)
+// The NW / KS lane groups of block gb (its output rows); first: as rows_dot's.
+__device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const u8 *W1,
+                                         const u8 *W2, const void *xa, const float *xd,
+                                         const int *xs, float *y0, float *y1, float *y2,
+                                         const float *b0, const float *b1, const float *b2,
+                                         const float *res, float rscale, int r0, int r1, int r2,
+                                         int k, const float *xin, const float *nw, float eps,
+                                         float (*part)[NR])
 {
-    __shared__ float part[NW][NR];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int grp = blockIdx.x * (NW / KS) + warp / KS, sl = (warp % KS) * 32 + lane;
+    int grp = gb * (NW / KS) + warp / KS, sl = (warp % KS) * 32 + lane;
     int row = grp * NOUT; // first output row of the group
     float acc[NR];
 #pragma unroll
@@ -365,10 +498,13 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     wpick pk = pick_weight(row, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
 #endif
     i64 N = (i64)pk.rows * (QUANT ? k / BE : k);
-    if (pk.active)
-        rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, xs, acc);
-    pdl_wait(); // (for lanes with no piece; returns at once for the others)
-    pdl_launch();
+    if (pk.active || (XC && first))
+        rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, xs, acc, pk.active, first, xin,
+                 nw, eps);
+    if (first) {
+        pdl_wait(); // (for lanes with no piece; returns at once for the others)
+        pdl_launch();
+    }
 #pragma unroll
     for (int j = 0; j < NR; j++)
         acc[j] = wave_sum<32>(acc[j]);
@@ -413,5 +549,32 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     if (pk.bias)
         v += pk.bias[r];
     pk.y[r] = res ? res[r] + v * rscale : v;
+#endif
+}
+
+// Grid: nblk = ceil(rows / NOUT / (NW / KS)) blocks; with XC fewer, each taking blocks
+// blockIdx.x, blockIdx.x + gridDim.x, ... (dynamic shared memory: the converted activation).
+extern "C" __global__ void __launch_bounds__(NW * 32, MB)
+mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
+    float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
+    const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
+    const float *normw, float eps, int nblk)
+{
+    __shared__ float part[NW][NR];
+#if XC
+    extern __shared__ __align__(16) u8 xsm[];
+    xa = xsm;
+    xd = (const float *)(xsm + (QUANT ? k : 0));
+    xs = (const int *)(xsm + (QUANT ? k + k / 8 : 0));
+    for (int gb = blockIdx.x; gb < nblk; gb += gridDim.x) {
+        mv_block(gb, gb == (int)blockIdx.x, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res,
+                 rscale, r0, r1, r2, k, xin, normw, eps, part);
+        if (KS > 1)
+            __syncthreads(); // (part is read before the next group writes it)
+    }
+#else
+    (void)nblk;
+    mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res, rscale, r0,
+             r1, r2, k, xin, normw, eps, part);
 #endif
 }

@@ -90,38 +90,20 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
     } else if (mode == 1) {
         const int b = e0 / 256 + w;
         if (b < e1 / 256) {
-            float v[8], am = 0.0f, mx = 0.0f;
+            float v[8];
+            int q[8];
 #pragma unroll
-            for (int j = 0; j < 8; j++) { // lane holds elements lane*8 .. lane*8+7
+            for (int j = 0; j < 8; j++) // lane holds elements lane*8 .. lane*8+7
                 v[j] = XV(j);
-                if (fabsf(v[j]) > am) {
-                    am = fabsf(v[j]);
-                    mx = v[j];
-                }
-            }
-            // first element of largest magnitude wins (lowest index), as ggml's scan does
-            int idx = am > 0.0f ? lane * 8 : 0x7fffffff;
-            for (int o = 16; o > 0; o >>= 1) {
-                float am2 = shfl_xor(am, o);
-                float mx2 = shfl_xor(mx, o);
-                int idx2 = shfl_xor(idx, o);
-                if (am2 > am || (am2 == am && idx2 < idx)) {
-                    am = am2;
-                    mx = mx2;
-                    idx = idx2;
-                }
-            }
-            float iscale = am != 0.0f ? -127.0f / mx : 0.0f;
-            const float dq = am != 0.0f ? 1.0f / iscale : 0.0f;
+            const float dq = q8k_warp(v, lane, q);
             int sum = 0;
             u32 hq[4]; // the 8 values as F16 pairs: one 16-byte store
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                int q = am != 0.0f ? min(127, __float2int_rn(iscale * v[j])) : 0;
-                xq[(i64)c * k + b * 256 + lane * 8 + j] = (i8)q;
-                const u32 h = f2h(xdq ? (float)q * dq : (float)q);
+                xq[(i64)c * k + b * 256 + lane * 8 + j] = (i8)q[j];
+                const u32 h = f2h(xdq ? (float)q[j] * dq : (float)q[j]);
                 hq[j / 2] = j & 1 ? hq[j / 2] | (h << 16) : h;
-                sum += q;
+                sum += q[j];
             }
             if (xh)
                 *(uint4 *)(xh + (i64)c * k + b * 256 + lane * 8) =
