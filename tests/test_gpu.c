@@ -230,14 +230,14 @@ TEST(fixtures_vs_golden_and_cpu)
     }
 }
 
-/* Decode logits of the Q4_K_M fixtures through two sessions, the second opened with the
- * environment pairs env (name, value, ..., NULL) set: at most tol apart (relative to the
- * largest logit; 0: bit for bit). */
-static void decode_pair(const char *const *env, double tol, const char *what)
+/* Decode logits of the fixtures of one type (e.g. "Q4_K_M") through two sessions, the second
+ * opened with the environment pairs env (name, value, ..., NULL) set: at most tol apart
+ * (relative to the largest logit; 0: bit for bit). */
+static void decode_pair(const char *type, const char *const *env, double tol, const char *what)
 {
     for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
         char rel[128];
-        snprintf(rel, sizeof rel, "fixtures/%s.Q4_K_M.gguf", archs[a]);
+        snprintf(rel, sizeof rel, "fixtures/%s.%s.gguf", archs[a], type);
         const char *path = test_shared_path(rel);
         if (!test_file_exists(path))
             continue;
@@ -291,18 +291,19 @@ TEST(graph_equals_eager)
     if (!gpu_present())
         SKIP("no GPU driver or device");
     static const char *const env[] = {"BRASA_GPU_GRAPH", "0", "BRASA_GPU_PDL", "0", NULL};
-    decode_pair(env, 0, "graph and eager");
+    decode_pair("Q4_K_M", env, 0, "graph and eager");
+    decode_pair("Q8_0", env, 0, "graph and eager");
 }
 
-/* Decode products that convert their own activation (mvd.cu XC) against quant_act and the
- * separate products: the same values converted the same way, so the same logits up to the
+/* Decode products that convert their own activation (mvd.cu XC, Q8_0 weights) against
+ * quant_act and the separate products: the same values converted the same way, so the same logits up to the
  * order of the RMS sums. */
 TEST(decode_conversion_in_product)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
     static const char *const env[] = {"BRASA_GPU_MVD_XC", "0", NULL};
-    decode_pair(env, 1e-5, "in-product and quant_act conversion");
+    decode_pair("Q8_0", env, 1e-5, "in-product and quant_act conversion");
 }
 
 /* A 2048-position context (attention split along the sequence in decode) and an F16 cache,

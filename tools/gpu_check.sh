@@ -41,20 +41,23 @@ if [ -x $B/tests/test_gpu_compile ]; then
 fi
 
 shared=${BRASA_SHARED:-../shared}
-fx=$shared/fixtures/llama.Q4_K_M.gguf
+# Q4_K_M: the prompt through the dequantized tensor-core tiles (BRASA_GPU_MMT_MIN, _DQ);
+# Q8_0: decode products that convert their own activation (mvd.cu XC)
+for fq in Q4_K_M Q8_0; do
+fx=$shared/fixtures/llama.$fq.gguf
 if [ -z "${SKIP_SAN:-}" ] && [ -x $B/brasa ] && [ -f "$fx" ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     for g in ${SAN_GRAPH_MODES:-1 0}; do
-      # (the prompt through the tensor-core tiles, dequantized: BRASA_GPU_MMT_MIN, _DQ)
       BRASA_VERBOSE=1 BRASA_GPU_GRAPH=$g BRASA_GPU_MMT_MIN=2 BRASA_GPU_MMT_DQ=2 \
         step compute-sanitizer --tool $tool --error-exitcode 9 \
         $B/brasa run -m "$fx" -p "The quick brown fox jumps over the lazy dog" -n 4 --temp 0 \
-        >"$out/san_${tool}_$g.txt" 2>&1
+        >"$out/san_${tool}_${fq}_$g.txt" 2>&1
       rc=$?
-      note "compute-sanitizer $tool (graph=$g, prefill on the tensor cores + 4 decode steps): rc $rc, $(grep -c 'GPU plan' "$out/san_${tool}_$g.txt") GPU plans, $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_${tool}_$g.txt")"
+      note "compute-sanitizer $tool ($fq, graph=$g, prefill on the tensor cores + 4 decode steps): rc $rc, $(grep -c 'GPU plan' "$out/san_${tool}_${fq}_$g.txt") GPU plans, $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_${tool}_${fq}_$g.txt")"
     done
   done
 fi
+done
 
 if [ "$mode" = full ] && [ -x $B/brasa ]; then
   mkdir -p /tmp/synth

@@ -905,13 +905,14 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if ((st = dev_of(b, a->in[0], &res)))
             return st;
     }
-    /* decode products of quantized weights convert their own activation (mvd.cu XC; tg128
-     * 1.5B Q8_0 924 -> 996 tok/s, 7B Q8_0 382 -> 397, Q4_K_M within 2%; F16 weights 750 ->
-     * 745, so not for those) where no output overlaps the input they read (blocks write
-     * outputs while others still read it) and the input and
+    /* decode products of Q8_0 / Q4_0 weights convert their own activation (mvd.cu XC; tg128
+     * 1.5B Q8_0 946 -> 1036 tok/s, 7B Q8_0 385 -> 399; not the K formats: 1.5B Q4_K_M 986 ->
+     * 971, 7B 465 -> 461, a block per SM splits their launches less evenly; nor F16) where no
+     * output overlaps the input they read (blocks write outputs while others still read it)
+     * and the input and
      * norm weights are 16-byte aligned, with 2 rows a lane group (the variants CI compiles);
      * else quant_act converts it first */
-    int xc = T == 1 && b->s->mvd && mode <= 1 ? b->s->mvd_xc : 0;
+    int xc = T == 1 && b->s->mvd && gpu_mvd_xc(w->type) ? b->s->mvd_xc : 0;
     if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r) != 2))
         xc = 0;
     for (int j = 0; j < nm && xc; j++)

@@ -45,6 +45,8 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
     return counted(out, 2);
 }
 
+int gpu_mvd_xc(unsigned wtype) { return wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_0; }
+
 int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu_variant *out,
                      int cap)
 {
@@ -124,13 +126,13 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
             for (int glu = 0; glu < 2; glu++)
                 n += gpu_matvec_variants(gpu_matvec_types[i], nc, glu, out + n, cap - n);
     /* the decode kernel: 2 rows per group with 1, 2 or 4 warps per group (what brasa picks),
-     * converting the activation itself (XC) or not, and 1 or 4 rows with 1 warp
-     * (BRASA_GPU_MVD_NR) */
+     * converting the activation itself (XC, where brasa uses it) or not, and 1 or 4 rows with
+     * 1 warp (BRASA_GPU_MVD_NR) */
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             for (int nr = 1; nr <= 4; nr *= 2)
                 for (int ks = 1; ks <= (nr == 2 ? 4 : 1); ks *= 2)
-                    for (int xc = 0; xc <= (nr == 2); xc++)
+                    for (int xc = 0; xc <= (nr == 2 && gpu_mvd_xc(gpu_matvec_types[i])); xc++)
                         n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, xc, out + n,
                                               cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)

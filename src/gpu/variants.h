@@ -22,6 +22,8 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
  * or 4); xc: blocks (one per SM) that convert the activation themselves (mvd.cu XC); returns their count (0: no such kernel). */
 int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu_variant *out,
                      int cap);
+/* Whether decode products of weight type wtype convert their own activation (mvd.cu XC). */
+int gpu_mvd_xc(unsigned wtype);
 /* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up: candidates in
  * order of preference, for quantized weights with dq first those that dequantize into F16
  * tiles (they take quant_act's F16 activation and tiles of 128 rows); cap at least 6; returns

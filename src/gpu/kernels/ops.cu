@@ -198,15 +198,25 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                                 const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
                                 int splits, float *part)
 {
-    pdl_wait();
-    pdl_launch();
     extern __shared__ float sm[];
     __shared__ float red[32];
     __shared__ double redd[32];
     int t = blockIdx.x, h = blockIdx.y, sp = blockIdx.z;
+    // (pos is copied in before the step's first kernel: it may be read before the wait)
     int npos = pos[0] + t + 1, kvw = nkv * hd, kvh = h / (nh / nkv);
     int chunk = (npos + splits - 1) / splits;
     int j0 = sp * chunk, j1 = min(npos, j0 + chunk);
+    // the slice's key and value rows start for L2 while the previous kernel (which writes
+    // the newest rows) finishes: the loads after the wait then find them there
+    const int es = kv_f16 ? 2 : 4;
+    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x)
+        for (int o = 0; o < hd * es; o += 128) {
+            const long long off = ((long long)j * kvw + (long long)kvh * hd) * es + o;
+            prefetch_l2((const char *)Kc + off);
+            prefetch_l2((const char *)Vc + off);
+        }
+    pdl_wait();
+    pdl_launch();
     float *qv = sm, *sc = sm + hd;
     const float *q = Q + ((long long)t * nh + h) * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x)

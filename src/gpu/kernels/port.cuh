@@ -239,6 +239,17 @@ __device__ __forceinline__ unsigned hsub_fma2(unsigned h, unsigned c, unsigned a
 #endif
 }
 
+// Asks for the 128-byte line at p to be brought into L2 (the point where every SM's writes
+// meet, so it never shows a stale value); returns at once. Nothing on AMD.
+__device__ __forceinline__ void prefetch_l2(const void *p)
+{
+#if !BRASA_HIP
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+    (void)p;
+#endif
+}
+
 // Programmatic dependent launch (sm_90): a kernel launched with the attribute may start while
 // the previous one drains. pdl_wait() returns once the previous kernel has finished and its
 // writes are visible: every kernel calls it before it reads what an earlier kernel wrote or
