@@ -188,117 +188,6 @@ extern "C" __global__ void kv_store(const float *x, void *cache, const int *pos,
     }
 }
 
-// attn's body for an F16 cache and heads of HD (64 or 128) values, in blocks of 4 warps, with
-// three barriers between q and the output: a thread per cache row for the scores (as below);
-// each warp's max and sum meet in shared memory once each; then warp w adds the values of its
-// own rows (32 at a time, all loaded before the first is used, the first 32 already before the
-// softmax), a lane per HD / 32 columns, and the four warps' sums meet once more.
-template <int HD>
-__device__ __forceinline__ void attn_f16(const float *q, const u16 *Kc, const u16 *Vc,
-                                         float *orow, int kvw, int kvh, float scale, int j0,
-                                         int j1, int splits)
-{
-    constexpr int DL = HD / 32; // value columns a lane
-    extern __shared__ float sm[];
-    __shared__ float wmx[4];
-    __shared__ double wsum[4];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    float *qv = sm, *sc = sm + HD, *ow = sc + ((j1 - j0 + 3) & ~3); // ow: 4 x HD
-    for (int d = threadIdx.x; d < HD; d += 128)
-        qv[d] = round_h(q[d]);
-    __syncthreads();
-    float mx = -INFINITY;
-    for (int j = j0 + threadIdx.x; j < j1; j += 128) {
-        const u16 *kr = Kc + (long long)j * kvw + kvh * HD;
-        float s = 0;
-#pragma unroll
-        for (int d0 = 0; d0 < HD; d0 += 64) {
-            uint4 u[8];
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                u[i] = *(const uint4 *)(kr + d0 + 8 * i);
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const int d = d0 + 8 * i;
-                u32 uw[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    s += qv[d + 2 * e] * h2f((u16)(uw[e] & 0xffff)) +
-                         qv[d + 2 * e + 1] * h2f((u16)(uw[e] >> 16));
-            }
-        }
-        s *= scale;
-        sc[j - j0] = s;
-        mx = fmaxf(mx, s);
-    }
-    // warp w's values: rows jb .. jb + 31 for jb = j0 + 32 w, + 128, ...; lane's columns
-    // DL lane .. DL lane + DL - 1 (4 bytes or 8 a row)
-    const u16 *vb = Vc + kvh * HD + DL * lane;
-    u32 v[32][DL / 2];
-    auto load_rows = [&](int jb) {
-#pragma unroll
-        for (int r = 0; r < 32; r++)
-            if (jb + r < j1) {
-                const u16 *p = vb + (long long)(jb + r) * kvw;
-                if (DL == 4) {
-                    uint2 a = *(const uint2 *)p;
-                    v[r][0] = a.x;
-                    v[r][DL / 2 - 1] = a.y;
-                } else {
-                    v[r][0] = *(const u32 *)p;
-                }
-            }
-    };
-    load_rows(j0 + 32 * w);
-    mx = warp_max(mx);
-    if (lane == 0)
-        wmx[w] = mx;
-    __syncthreads();
-    mx = fmaxf(fmaxf(wmx[0], wmx[1]), fmaxf(wmx[2], wmx[3]));
-    double sum = 0;
-    for (int j = j0 + threadIdx.x; j < j1; j += 128) {
-        float e = expf(sc[j - j0] - mx);
-        sc[j - j0] = e;
-        sum += e;
-    }
-    sum = warp_sum_d(sum);
-    if (lane == 0)
-        wsum[w] = sum;
-    __syncthreads();
-    sum = (wsum[0] + wsum[2]) + (wsum[1] + wsum[3]); // (block_sum_d's order)
-    const float inv = splits == 1 ? (float)(1.0 / sum) : 1.0f;
-    float o[DL];
-#pragma unroll
-    for (int e = 0; e < DL; e++)
-        o[e] = 0.0f;
-    for (int jb = j0 + 32 * w; jb < j1; jb += 128) {
-        if (jb != j0 + 32 * w)
-            load_rows(jb);
-#pragma unroll
-        for (int r = 0; r < 32; r++)
-            if (jb + r < j1) {
-                float p = sc[jb + r - j0] * inv;
-                if (splits == 1)
-                    p = round_h(p);
-#pragma unroll
-                for (int e = 0; e < DL / 2; e++) {
-                    o[2 * e] += p * h2f((u16)(v[r][e] & 0xffff));
-                    o[2 * e + 1] += p * h2f((u16)(v[r][e] >> 16));
-                }
-            }
-    }
-#pragma unroll
-    for (int e = 0; e < DL; e++)
-        ow[w * HD + DL * lane + e] = o[e];
-    __syncthreads();
-    for (int d = threadIdx.x; d < HD; d += 128)
-        orow[d] = (ow[d] + ow[HD + d]) + (ow[2 * HD + d] + ow[3 * HD + d]);
-    if (splits > 1 && threadIdx.x == 0) {
-        orow[-2] = j1 > j0 ? mx : -INFINITY;
-        orow[-1] = (float)sum;
-    }
-}
-
 // Causal attention over the cache, one block per (query token, head, sequence split).
 // With splits > 1, each block covers a slice of the rows and writes its partial (max, sum,
 // unnormalised output) to part[]; attn_merge combines them.
@@ -328,19 +217,8 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         }
     pdl_wait();
     pdl_launch();
-    const float *q = Q + ((long long)t * nh + h) * hd;
-    float *orow = splits == 1 ? O + ((long long)t * nh + h) * hd
-                              : part + (((long long)t * nh + h) * splits + sp) * (hd + 2) + 2;
-    if (kv_f16 && (hd == 64 || hd == 128) && blockDim.x == 128) {
-        if (hd == 128)
-            attn_f16<128>(q, (const u16 *)Kc, (const u16 *)Vc, orow, kvw, kvh, scale, j0, j1,
-                          splits);
-        else
-            attn_f16<64>(q, (const u16 *)Kc, (const u16 *)Vc, orow, kvw, kvh, scale, j0, j1,
-                         splits);
-        return;
-    }
     float *qv = sm, *sc = sm + hd;
+    const float *q = Q + ((long long)t * nh + h) * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x)
         qv[d] = kv_f16 ? round_h(q[d]) : q[d];
     __syncthreads();
@@ -420,6 +298,9 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     }
     sum = block_sum_d(sum, redd);
     float inv = splits == 1 ? (float)(1.0 / sum) : 1.0f;
+    // this block's output: the head's row of O, or (splits > 1) its partial after (max, sum)
+    float *orow = splits == 1 ? O + ((long long)t * nh + h) * hd
+                              : part + (((long long)t * nh + h) * splits + sp) * (hd + 2) + 2;
     if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128) && blockDim.x == 128) {
         // output, F16 cache: thread = (row group, 16 columns); each reads its rows' 32-byte
         // pieces (two rows at a time), then the row groups' sums are added in shared memory
