@@ -180,8 +180,9 @@ struct gpu_sess {
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
-    bool mvd_xc;             /* decode products convert their own activation (mvd.cu XC;
-                              * BRASA_GPU_MVD_XC=0: quant_act converts it) */
+    int mvd_xc;              /* decode products that convert their own activation (mvd.cu
+                              * XC): 1 those gpu_mvd_xc names, 0 none, 2 every quantized one
+                              * (BRASA_GPU_MVD_XC) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
@@ -557,7 +558,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
-    s->mvd_xc = !env_is("BRASA_GPU_MVD_XC", "0");
+    s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
@@ -912,7 +913,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
      * and the input and
      * norm weights are 16-byte aligned, with 2 rows a lane group (the variants CI compiles);
      * else quant_act converts it first */
-    int xc = T == 1 && b->s->mvd && gpu_mvd_xc(w->type) ? b->s->mvd_xc : 0;
+    int xc = T == 1 && b->s->mvd &&
+             (b->s->mvd_xc == 2 ? mode <= 1 : b->s->mvd_xc == 1 && gpu_mvd_xc(w->type));
     if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r) != 2))
         xc = 0;
     for (int j = 0; j < nm && xc; j++)

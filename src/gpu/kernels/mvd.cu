@@ -15,8 +15,8 @@
 // previous kernel (pdl_wait), so the weight stream does not stop between launches.
 // With XC the launch converts the activation itself, with no quant_act before it: each block
 // reads the F32 input (and with normw runs the RMSNorm over it), converts it as quant_act
-// would into its shared memory, and then takes lane groups blockIdx.x, blockIdx.x + gridDim.x,
-// ... (a grid of as many blocks as the SMs hold: each converts once). The same values as
+// would into its shared memory, and then takes its share of the lane groups (see mv_block; a
+// grid of as many blocks as the SMs hold: each converts once). The same values as
 // quant_act's, so the same products.
 // Parameters: QT (weight type), NW (warps per block), NR (weight rows per lane group), U
 // (pieces in flight per lane and row), KS (warps per lane group), GLU, MB (blocks per SM the
@@ -475,7 +475,9 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
 #endif
 }
 
-// The NW / KS lane groups of block gb (its output rows); first: as rows_dot's.
+// The NW / KS lane groups of block gb (its output rows), or with XC those of the block's pass
+// gb: groups blockIdx.x + gridDim.x (i + NW / KS gb) for its lane groups i, so that even a
+// launch with fewer groups than the grid's warps spreads over every SM; first: as rows_dot's.
 __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const u8 *W1,
                                          const u8 *W2, const void *xa, const float *xd,
                                          const int *xs, float *y0, float *y1, float *y2,
@@ -485,7 +487,12 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
                                          float (*part)[NR])
 {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int grp = gb * (NW / KS) + warp / KS, sl = (warp % KS) * 32 + lane;
+#if XC
+    int grp = (int)blockIdx.x + (int)gridDim.x * (warp / KS + NW / KS * gb);
+#else
+    int grp = gb * (NW / KS) + warp / KS;
+#endif
+    int sl = (warp % KS) * 32 + lane;
     int row = grp * NOUT; // first output row of the group
     float acc[NR];
 #pragma unroll
@@ -552,8 +559,9 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
 #endif
 }
 
-// Grid: nblk = ceil(rows / NOUT / (NW / KS)) blocks; with XC fewer, each taking blocks
-// blockIdx.x, blockIdx.x + gridDim.x, ... (dynamic shared memory: the converted activation).
+// Grid: nblk = ceil(rows / NOUT / (NW / KS)) blocks; with XC fewer, each taking
+// ceil(nblk / gridDim.x) passes over its lane groups (dynamic shared memory: the converted
+// activation).
 extern "C" __global__ void __launch_bounds__(NW * 32, MB)
 mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
@@ -566,8 +574,8 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     xa = xsm;
     xd = (const float *)(xsm + (QUANT ? k : 0));
     xs = (const int *)(xsm + (QUANT ? k + k / 8 : 0));
-    for (int gb = blockIdx.x; gb < nblk; gb += gridDim.x) {
-        mv_block(gb, gb == (int)blockIdx.x, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res,
+    for (int gb = 0; gb < (nblk + (int)gridDim.x - 1) / (int)gridDim.x; gb++) {
+        mv_block(gb, gb == 0, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res,
                  rscale, r0, r1, r2, k, xin, normw, eps, part);
         if (KS > 1)
             __syncthreads(); // (part is read before the next group writes it)
