@@ -907,12 +907,11 @@ static brasa_status plan_matmul(struct pb *b, int i)
             return st;
     }
     /* decode products of Q8_0 / Q4_0 weights convert their own activation (mvd.cu XC; tg128
-     * 1.5B Q8_0 946 -> 1036 tok/s, 7B Q8_0 385 -> 399; not the K formats: 1.5B Q4_K_M 986 ->
-     * 971, 7B 465 -> 461, a block per SM splits their launches less evenly; nor F16) where no
-     * output overlaps the input they read (blocks write outputs while others still read it)
-     * and the input and
-     * norm weights are 16-byte aligned, with 2 rows a lane group (the variants CI compiles);
-     * else quant_act converts it first */
+     * 1.5B Q8_0 940 -> 1027 tok/s, 7B Q8_0 380 -> 402; not the K formats: 7B Q4_K_M 465 ->
+     * 474 but 1.5B 991 -> 961; nor F16: 750 -> 747), where no output overlaps the input they
+     * read (blocks write outputs while others still read it), the input and norm weights are
+     * 16-byte aligned and a lane group has 2 rows (the variants CI compiles); else quant_act
+     * converts it first */
     int xc = T == 1 && b->s->mvd &&
              (b->s->mvd_xc == 2 ? mode <= 1 : b->s->mvd_xc == 1 && gpu_mvd_xc(w->type));
     if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r) != 2))
