@@ -917,8 +917,12 @@ static brasa_status plan_matmul(struct pb *b, int i)
     if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r) != 2))
         xc = 0;
     for (int j = 0; j < nm && xc; j++)
-        if (y[j] < x + (CUdeviceptr)k * 4 && x < y[j] + (CUdeviceptr)r[j] * 4)
+        if (y[j] < x + (CUdeviceptr)k * 4 && x < y[j] + (CUdeviceptr)r[j] * 4) {
             xc = 0;
+            if (g->o.verbose)
+                fprintf(stderr, "brasa: matmul %s writes over its input: quant_act converts "
+                        "it\n", n->name);
+        }
     if (!xc && (b->q_src != key || b->q_mode != qm)) {
         struct launch *l = L(b, K_QUANT, NULL, NULL, i, (unsigned)T, (unsigned)((k + 2047) / 2048),
                              1, 256, 0);
