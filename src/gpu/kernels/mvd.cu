@@ -44,9 +44,6 @@
 #ifndef XC
 #define XC 0
 #endif
-#ifndef XU
-#define XU 2 // (XC) loads a thread issues at once for the RMS sum
-#endif
 #ifndef MB
 #define MB (32 / NW) // blocks per SM the register budget must allow (8 x 4 warps: 64 registers)
 #endif
@@ -316,11 +313,12 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 }
 
 #if XC
-// The activation, converted as quant_act's mode for QT into shared memory (xc_bytes(k) bytes):
-// int8 values [k], scales [k / 32] and (K formats) sums of 16 [k / 16]; or the floats [k]
-// (F16 / BF16: rounded to that type).
+// The activation, converted as quant_act's mode for QT into shared memory: int8 values [k],
+// scales [k / 32] and (K formats) sums of 16 [k / 16]; or the floats [k] (F16 / BF16: rounded
+// to that type). The host sizes the launch's shared memory to match.
 __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps, int k, u8 *sm)
 {
+    constexpr int XU = 2; // loads a thread issues at once for the RMS sum
     __shared__ double sh[32];
     const int nt = NW * 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float scale = 1.0f;
