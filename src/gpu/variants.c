@@ -36,12 +36,9 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
         ncs[1] = nc / 2;
     }
     for (int v = 0; v < 2; v++)
-        out[v] = (struct gpu_variant){"matvec.cu",
-                                      4,
-                                      {{"QT", (long)wtype},
-                                       {"NW", nw[v]},
-                                       {"NC", ncs[v]},
-                                       {"GLU", glu}}};
+        out[v] = (struct gpu_variant){
+            .tmpl = "matvec.cu",
+            .defs = {{"QT", (long)wtype}, {"NW", nw[v]}, {"NC", ncs[v]}, {"GLU", glu}}};
     return counted(out, 2);
 }
 
@@ -61,16 +58,15 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu
      * Blocks of 4 warps; xc: one block per SM, which converts the activation itself */
     int q5 = wtype == GGML_TYPE_Q5_K;
     for (int v = 0; v < 2; v++)
-        out[v] = (struct gpu_variant){"mvd.cu",
-                                      8,
-                                      {{"QT", (long)wtype},
-                                       {"NW", !xc ? 4 : !v ? 32 : q5 ? 20 : 24},
-                                       {"NR", nr},
-                                       {"U", 4 / nr},
-                                       {"KS", ks},
-                                       {"GLU", glu},
-                                       {"MB", xc ? 1 : !v ? 8 : q5 ? 5 : 6},
-                                       {"XC", xc != 0}}};
+        out[v] = (struct gpu_variant){.tmpl = "mvd.cu",
+                                      .defs = {{"QT", (long)wtype},
+                                               {"NW", !xc ? 4 : !v ? 32 : q5 ? 20 : 24},
+                                               {"NR", nr},
+                                               {"U", 4 / nr},
+                                               {"KS", ks},
+                                               {"GLU", glu},
+                                               {"MB", xc ? 1 : !v ? 8 : q5 ? 5 : 6},
+                                               {"XC", xc != 0}}};
     return counted(out, 2);
 }
 
@@ -91,26 +87,28 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, i
          * 2 of weights, 108 KiB of shared memory, where the device allows it; else 2 + 2);
          * the others are what the caller gets where these do not compile or spill */
         for (int v = 0; dq && v < 2; v++)
-            out[n++] = (struct gpu_variant){"mmt.cu", 5,
-                                            {{"QT", (long)wtype}, {"GLU", glu}, {"MB", 2},
-                                             {"DQ", 1}, {"NS", v ? 2 : 4}}};
+            out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
+                                            .defs = {{"QT", (long)wtype}, {"GLU", glu},
+                                                     {"MB", 2}, {"DQ", 1}, {"NS", v ? 2 : 4}}};
         /* Q4_K / Q5_K first on the F16 tensor cores (scale per sub-block folded into the
          * weights: exact; BRASA_GPU_MMT_KF=0 skips it) */
         if (wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q5_K)
-            out[n++] = (struct gpu_variant){"mmt.cu", 4,
-                                            {{"QT", (long)wtype}, {"GLU", glu}, {"MB", 2},
-                                             {"KF", 1}}};
+            out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
+                                            .defs = {{"QT", (long)wtype}, {"GLU", glu},
+                                                     {"MB", 2}, {"KF", 1}}};
         for (int v = 0; v < 2; v++)
-            out[n++] = (struct gpu_variant){"mmt.cu", 3,
-                                            {{"QT", (long)wtype}, {"GLU", glu}, {"QMB", 4 - v}}};
-        out[n++] = (struct gpu_variant){"mmt.cu", 2, {{"QT", (long)wtype}, {"GLU", glu}}};
+            out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
+                                            .defs = {{"QT", (long)wtype}, {"GLU", glu},
+                                                     {"QMB", 4 - v}}};
+        out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
+                                        .defs = {{"QT", (long)wtype}, {"GLU", glu}}};
         return counted(out, n);
     }
     static const int ns[3] = {4, 2, 2}, mb[3] = {2, 2, 1}; /* stages (20 KiB each) */
     for (int v = 0; v < 3; v++)
-        out[v] = (struct gpu_variant){"mmt.cu", 4,
-                                      {{"QT", (long)wtype}, {"GLU", glu}, {"MB", mb[v]},
-                                       {"NS", ns[v]}}};
+        out[v] = (struct gpu_variant){.tmpl = "mmt.cu",
+                                      .defs = {{"QT", (long)wtype}, {"GLU", glu}, {"MB", mb[v]},
+                                               {"NS", ns[v]}}};
     return counted(out, 3);
 }
 
@@ -119,8 +117,8 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
     int n = 0;
     if (cap < 2)
         return 0;
-    out[n++] = (struct gpu_variant){"ops.cu", 0, {{0}}};
-    out[n++] = (struct gpu_variant){"quantize.cu", 0, {{0}}};
+    out[n++] = (struct gpu_variant){.tmpl = "ops.cu"};
+    out[n++] = (struct gpu_variant){.tmpl = "quantize.cu"};
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int nc = 1; nc <= 8; nc += 7)
             for (int glu = 0; glu < 2; glu++)
@@ -139,6 +137,6 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         for (int glu = 0; glu < 2; glu++)
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);
     for (int hd = 64; hd <= 128 && n < cap; hd *= 2) /* prompt attention */
-        out[n++] = (struct gpu_variant){"fa.cu", 1, {{"HD", hd}}};
-    return n;
+        out[n++] = (struct gpu_variant){.tmpl = "fa.cu", .defs = {{"HD", hd}}};
+    return counted(out, n);
 }
