@@ -389,7 +389,7 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
         for (int j = 0; j < 8; j++)
             q[j] = __float2int_rn(v[j] * id);
         if (e < k && (lane & 3) == 0)
-            xd[e / 32] = h2f(f2h(d));
+            xd[e / 32] = round_h(d);
 #endif
         if (e < k) {
             u32 w0 = 0, w1 = 0;

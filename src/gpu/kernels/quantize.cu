@@ -79,13 +79,13 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
                 break;
             float v = XV(j);
             float amax = warp_max(fabsf(v));
-            float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+            const float d = round_h(amax / 127.0f), id = amax != 0.0f ? 127.0f / amax : 0.0f;
             const int q = __float2int_rn(v * id);
             xq[(i64)c * k + b * 32 + lane] = (i8)q;
             if (xh && xdq)
-                xh[(i64)c * k + b * 32 + lane] = f2h((float)q * h2f(f2h(d)));
+                xh[(i64)c * k + b * 32 + lane] = f2h((float)q * d);
             if (lane == 0)
-                xd[(i64)c * (k / 32) + b] = h2f(f2h(d));
+                xd[(i64)c * (k / 32) + b] = d;
         }
     } else if (mode == 1) {
         const int b = e0 / 256 + w;
