@@ -85,6 +85,28 @@ __device__ __forceinline__ float block_max(float v, float *sh)
     return warp_max(v);
 }
 
+// A thread's share of the sum of squares of x4[0 .. n4) (16-byte aligned), in double: elements
+// t, t + nt, ... (t = threadIdx.x, nt threads), NL loads of 16 bytes issued before any is added,
+// so the sum waits on L2's latency once a round, not once a value. The RMSNorm's sum (with
+// block_sum_d) in quant_act and in decode products that convert their own activation.
+template <int NL> __device__ __forceinline__ double sumsq4(const float4 *x4, int n4, int nt)
+{
+    double s = 0;
+    for (int i0 = threadIdx.x; i0 < n4; i0 += NL * nt) {
+        float4 v[NL];
+#pragma unroll
+        for (int j = 0; j < NL; j++) {
+            float4 z = {0.0f, 0.0f, 0.0f, 0.0f};
+            v[j] = i0 + j * nt < n4 ? x4[i0 + j * nt] : z;
+        }
+#pragma unroll
+        for (int j = 0; j < NL; j++)
+            s += (double)(v[j].x * v[j].x) + (double)(v[j].y * v[j].y) +
+                 (double)(v[j].z * v[j].z) + (double)(v[j].w * v[j].w);
+    }
+    return s;
+}
+
 // Q8_K (ggml) of one 256-value block held by a warp, lane l holding values 8 l .. 8 l + 7:
 // iscale = -127 / (the signed value of largest magnitude; the lowest index wins a tie, as
 // ggml's scan), q = min(127, round(iscale v)). Fills the lane's q, returns the block's d

@@ -318,26 +318,11 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 // to that type). The host sizes the launch's shared memory to match.
 __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps, int k, u8 *sm)
 {
-    constexpr int XU = 2; // loads a thread issues at once for the RMS sum
     __shared__ double sh[32];
     const int nt = NW * 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float scale = 1.0f;
-    if (nw) { // the row's RMS: every load issued before the sum, as quant_act
-        double s = 0;
-        const float4 *x4 = (const float4 *)x;
-        for (int i0 = threadIdx.x; i0 < k / 4; i0 += XU * nt) {
-            float4 v[XU];
-#pragma unroll
-            for (int j = 0; j < XU; j++) {
-                float4 z = {0.0f, 0.0f, 0.0f, 0.0f};
-                v[j] = i0 + j * nt < k / 4 ? x4[i0 + j * nt] : z;
-            }
-#pragma unroll
-            for (int j = 0; j < XU; j++)
-                s += (double)(v[j].x * v[j].x) + (double)(v[j].y * v[j].y) +
-                     (double)(v[j].z * v[j].z) + (double)(v[j].w * v[j].w);
-        }
-        s = block_sum_d(s, sh);
+    if (nw) { // the row's RMS (2 loads a thread in flight: 64 registers hold no more here)
+        const double s = block_sum_d(sumsq4<2>((const float4 *)x, k / 4, nt), sh);
         scale = 1.0f / sqrtf((float)(s / k) + eps);
     }
 #if QUANT

@@ -50,19 +50,7 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
         double s = 0;
         const int st = blockDim.x;
         if (((size_t)xr & 15) == 0 && (k & 3) == 0) {
-            const float4 *x4 = (const float4 *)xr;
-            for (int i0 = threadIdx.x; i0 < k / 4; i0 += 8 * st) {
-                float4 v[8];
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    float4 z = {0.0f, 0.0f, 0.0f, 0.0f};
-                    v[j] = i0 + j * st < k / 4 ? x4[i0 + j * st] : z;
-                }
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    s += (double)(v[j].x * v[j].x) + (double)(v[j].y * v[j].y) +
-                         (double)(v[j].z * v[j].z) + (double)(v[j].w * v[j].w);
-            }
+            s = sumsq4<8>((const float4 *)xr, k / 4, st);
         } else {
             for (int i = threadIdx.x; i < k; i += st)
                 s += (double)(xr[i] * xr[i]);
