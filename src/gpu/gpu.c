@@ -364,6 +364,16 @@ static int blocks_per_sm(const struct gpu *g, int nt, int regs, unsigned shm)
     return b < 1 ? 1 : b;
 }
 
+/* Lets fn take shm bytes of dynamic shared memory a block (past 48 KiB it must opt in, up to
+ * the device's limit); false where it cannot. */
+static bool allow_smem(struct gpu *g, CUfunction fn, size_t shm)
+{
+    return shm <= 48 * 1024 ||
+           (shm <= (size_t)g->smem_optin &&
+            g->d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    (int)shm) == 0);
+}
+
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
@@ -426,10 +436,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
                   : dq ? (unsigned)(ns + 2) * MMT_DQ_STAGE_BYTES : (unsigned)ns * MMT_STAGE_BYTES;
             m.bps = blocks_per_sm(g, m.nt, regs, m.shm + (unsigned)m.sshm);
         }
-        if (m.shm > 48 * 1024 &&
-            ((int)m.shm > g->smem_optin ||
-             g->d.cuFuncSetAttribute(m.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                     (int)m.shm) != 0)) {
+        if (!allow_smem(g, m.fn, m.shm)) {
             st = brasa_fail(err, BRASA_EUNSUPPORTED, "%u bytes of shared memory", m.shm);
             g->d.cuModuleUnload(m.mod);
             continue;
@@ -970,10 +977,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if (xc) { /* as many blocks as the SMs hold, each with the converted activation */
             shm = (unsigned)(mode == 0 ? k + k / 8 : mode == 1 ? k + k / 8 + k / 4 : 4 * k);
             if (shm > mv->shm) {
-                if (shm > 48 * 1024 &&
-                    ((int)shm > g->smem_optin ||
-                     g->d.cuFuncSetAttribute(mv->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                             (int)shm) != 0))
+                if (!allow_smem(g, mv->fn, shm))
                     return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: %u bytes of shared "
                                       "memory for its activation", n->name, shm);
                 mv->shm = shm;
@@ -1237,13 +1241,9 @@ static brasa_status plan_node(struct pb *b, int i)
         /* the scores of a slice (rounded to 4) and q; 2048 floats for the F16 output pass */
         size_t shm = (((size_t)(n_ctx + splits - 1) / splits + 3) / 4 * 4 + (size_t)hd + 2048) *
                      sizeof(float);
-        if (shm > 48 * 1024) {
-            if ((int)shm > g->smem_optin)
-                return brasa_fail(b->err, BRASA_EUNSUPPORTED, "attention %s: %zu bytes of shared "
-                                  "memory", n->name, shm);
-            g->d.cuFuncSetAttribute(g->k[K_ATTN], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                    (int)shm);
-        }
+        if (!allow_smem(g, g->k[K_ATTN], shm))
+            return brasa_fail(b->err, BRASA_EUNSUPPORTED, "attention %s: %zu bytes of shared "
+                              "memory", n->name, shm);
         if ((l = L(b, K_ATTN, NULL, NULL, i, (unsigned)T, (unsigned)nh, (unsigned)splits, 128,
                    (unsigned)shm))) {
             ap(l, in[0]);
