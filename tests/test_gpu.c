@@ -296,8 +296,8 @@ TEST(graph_equals_eager)
 }
 
 /* Decode products that convert their own activation (mvd.cu XC, Q8_0 weights) against
- * quant_act and the separate products: the same values converted the same way, so the same logits up to the
- * order of the RMS sums. */
+ * quant_act and the separate products: the same values converted the same way, so the same
+ * logits up to the order of the RMS sums. */
 TEST(decode_conversion_in_product)
 {
     if (!gpu_present())

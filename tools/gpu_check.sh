@@ -43,21 +43,23 @@ fi
 shared=${BRASA_SHARED:-../shared}
 # Q4_K_M: the prompt through the dequantized tensor-core tiles (BRASA_GPU_MMT_MIN, _DQ);
 # Q8_0: decode products that convert their own activation (mvd.cu XC)
-for fq in Q4_K_M Q8_0; do
-fx=$shared/fixtures/llama.$fq.gguf
-if [ -z "${SKIP_SAN:-}" ] && [ -x $B/brasa ] && [ -f "$fx" ] && command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck; do
-    for g in ${SAN_GRAPH_MODES:-1 0}; do
-      BRASA_VERBOSE=1 BRASA_GPU_GRAPH=$g BRASA_GPU_MMT_MIN=2 BRASA_GPU_MMT_DQ=2 \
-        step compute-sanitizer --tool $tool --error-exitcode 9 \
-        $B/brasa run -m "$fx" -p "The quick brown fox jumps over the lazy dog" -n 4 --temp 0 \
-        >"$out/san_${tool}_${fq}_$g.txt" 2>&1
-      rc=$?
-      note "compute-sanitizer $tool ($fq, graph=$g, prefill on the tensor cores + 4 decode steps): rc $rc, $(grep -c 'GPU plan' "$out/san_${tool}_${fq}_$g.txt") GPU plans, $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_${tool}_${fq}_$g.txt")"
+if [ -z "${SKIP_SAN:-}" ] && [ -x $B/brasa ] && command -v compute-sanitizer >/dev/null; then
+  for fq in Q4_K_M Q8_0; do
+    fx=$shared/fixtures/llama.$fq.gguf
+    [ -f "$fx" ] || continue
+    for tool in memcheck racecheck; do
+      for g in ${SAN_GRAPH_MODES:-1 0}; do
+        san="$out/san_${tool}_${fq}_$g.txt"
+        BRASA_VERBOSE=1 BRASA_GPU_GRAPH=$g BRASA_GPU_MMT_MIN=2 BRASA_GPU_MMT_DQ=2 \
+          step compute-sanitizer --tool $tool --error-exitcode 9 \
+          $B/brasa run -m "$fx" -p "The quick brown fox jumps over the lazy dog" -n 4 --temp 0 \
+          >"$san" 2>&1
+        rc=$?
+        note "compute-sanitizer $tool ($fq, graph=$g, prefill on the tensor cores + 4 decode steps): rc $rc, $(grep -c 'GPU plan' "$san") GPU plans, $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$san")"
+      done
     done
   done
 fi
-done
 
 if [ "$mode" = full ] && [ -x $B/brasa ]; then
   mkdir -p /tmp/synth
