@@ -412,6 +412,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
                               .ncv = dec ? 1 : (int)v[k].defs[2].value};
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"PF", 0}; /* (measurement) */
+        for (int d = 0; dec == 1 && d < v[k].n_defs; d++) /* (measurement) */
+            if (!strcmp(v[k].defs[d].name, "AL") && env_is("BRASA_GPU_MVD_AL", "0"))
+                v[k].defs[d].value = 0;
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
             continue;
         int regs = 0, local = 0;

@@ -55,7 +55,8 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu
         return 0;
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
      * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps).
-     * Blocks of 4 warps; xc: one block per SM, which converts the activation itself */
+     * Blocks of 4 warps; xc: one block per SM, which converts the activation itself; AL:
+     * a round's activation loads go out together (1.5B Q4_K_M +3%, BENCHMARKS.md) */
     int q5 = wtype == GGML_TYPE_Q5_K;
     for (int v = 0; v < 2; v++)
         out[v] = (struct gpu_variant){.tmpl = "mvd.cu",
@@ -66,7 +67,8 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu
                                                {"KS", ks},
                                                {"GLU", glu},
                                                {"MB", xc ? 1 : !v ? 8 : q5 ? 5 : 6},
-                                               {"XC", xc != 0}}};
+                                               {"XC", xc != 0},
+                                               {"AL", !xc}}};
     return counted(out, 2);
 }
 

@@ -5,7 +5,7 @@
 #define BRASA_GPU_VARIANTS_H
 #include "gpu/jit.h"
 
-#define GV_MAX_DEFS 8
+#define GV_MAX_DEFS 10
 
 struct gpu_variant {
     const char *tmpl;                 /* "matvec.cu" */

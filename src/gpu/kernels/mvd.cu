@@ -20,7 +20,8 @@
 // quant_act's, so the same products.
 // Parameters: QT (weight type), NW (warps per block), NR (weight rows per lane group), U
 // (pieces in flight per lane and row), KS (warps per lane group), GLU, MB (blocks per SM the
-// register budget allows), XC.
+// register budget allows), XC, AL (rounds without branches: each round's loads, weights and
+// then activations, go out together).
 #include "common.cuh"
 
 #ifndef QT
@@ -43,6 +44,11 @@
 #endif
 #ifndef XC
 #define XC 0
+#endif
+#if !defined(AL) || XC || QT == T_Q5_K || QT == T_Q6_K // (XC: the activation is in shared
+                                                      // memory; Q5_K / Q6_K: it would spill)
+#undef AL
+#define AL 0
 #endif
 #ifndef MB
 #define MB (32 / NW) // blocks per SM the register budget must allow (8 x 4 warps: 64 registers)
@@ -428,6 +434,16 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
 #pragma unroll 1
     for (int i0 = 0; i0 < (XC && first ? max(n, 1) : n); i0 += U) {
         piece p[U][NR];
+#if AL
+        // the round's last pieces past the row's end load its last piece again (an L1 hit),
+        // so the round has no branch and every step's loads go out together
+        if (n > 0)
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int j = 0; j < NR; j++)
+                    ld_piece(w[j], min(i0 + u, n - 1), p[u][j]);
+#else
 #pragma unroll
         for (int u = 0; u < U; u++)
             if (i0 + u < n) {
@@ -435,6 +451,7 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
                 for (int j = 0; j < NR; j++)
                     ld_piece(w[j], i0 + u, p[u][j]);
             }
+#endif
         if (i0 == 0 && first) { // the first weights are on their way: now wait for the input
             pdl_wait();
             pdl_launch();
@@ -443,6 +460,21 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
             __syncthreads();
 #endif
         }
+#if AL
+        if (n > 0) {
+            act a[U];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                ld_act(x, min(i0 + u, n - 1), a[u]);
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int j = 0; j < NR; j++) {
+                    const float v = dot_piece(p[u][j], m, a[u]);
+                    acc[j] += i0 + u < n ? v : 0.0f;
+                }
+        }
+#else
 #pragma unroll
         for (int u = 0; u < U; u++)
             if (i0 + u < n) {
@@ -452,6 +484,7 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
                 for (int j = 0; j < NR; j++)
                     acc[j] += dot_piece(p[u][j], m, a);
             }
+#endif
     }
 #if !XC
     (void)xin, (void)nw, (void)eps;
