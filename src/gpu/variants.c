@@ -56,20 +56,20 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
      * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps).
      * Blocks of 4 warps; xc: one block per SM, which converts the activation itself; AL:
-     * a round's activation loads go out together (1.5B Q4_K_M +3%, BENCHMARKS.md) */
-    int q5 = wtype == GGML_TYPE_Q5_K;
-    for (int v = 0; v < 2; v++)
+     * a round's activation loads go out together (7B Q4_K_M +4%, BENCHMARKS.md) */
+    int q5 = wtype == GGML_TYPE_Q5_K, nv = 2 + (wtype == GGML_TYPE_Q6_K && cap > 2);
+    for (int v = 0; v < nv; v++) /* (Q6_K's AL rounds: up to 102 registers, 20 warps) */
         out[v] = (struct gpu_variant){.tmpl = "mvd.cu",
                                       .defs = {{"QT", (long)wtype},
-                                               {"NW", !xc ? 4 : !v ? 32 : q5 ? 20 : 24},
+                                               {"NW", !xc ? 4 : !v ? 32 : q5 || v == 2 ? 20 : 24},
                                                {"NR", nr},
                                                {"U", 4 / nr},
                                                {"KS", ks},
                                                {"GLU", glu},
-                                               {"MB", xc ? 1 : !v ? 8 : q5 ? 5 : 6},
+                                               {"MB", xc ? 1 : !v ? 8 : q5 || v == 2 ? 5 : 6},
                                                {"XC", xc != 0},
-                                               {"AL", !xc}}};
-    return counted(out, 2);
+                                               {"AL", 1}}};
+    return counted(out, nv);
 }
 
 int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, int cap)

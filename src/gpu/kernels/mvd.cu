@@ -45,8 +45,7 @@
 #ifndef XC
 #define XC 0
 #endif
-#if !defined(AL) || XC || QT == T_Q5_K || QT == T_Q6_K // (XC: the activation is in shared
-                                                      // memory; Q5_K / Q6_K: it would spill)
+#if !defined(AL) || QT == T_Q5_K // (Q5_K: it would spill)
 #undef AL
 #define AL 0
 #endif
@@ -466,6 +465,8 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
 #pragma unroll
             for (int u = 0; u < U; u++)
                 ld_act(x, min(i0 + u, n - 1), a[u]);
+            // (a product, then a sum, where without AL the compiler fuses them into an FMA:
+            // other roundings, so every variant of a type, XC or not, takes AL or none)
 #pragma unroll
             for (int u = 0; u < U; u++)
 #pragma unroll
