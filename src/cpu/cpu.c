@@ -135,13 +135,22 @@ static void dump_node(const struct cpu *c, const struct graph *g, int i, const s
 brasa_status cpu_run(struct cpu *c, const struct graph *g, const struct graph_run *r,
                      struct brasa_err *err)
 {
+    return cpu_run_range(c, g, r, 0, g->n, err);
+}
+
+brasa_status cpu_run_range(struct cpu *c, const struct graph *g, const struct graph_run *r,
+                           int i0, int i1, struct brasa_err *err)
+{
+    if (i0 < 0 || i1 > g->n || i0 > i1)
+        return brasa_fail(err, BRASA_EINVAL, "internal: nodes %d..%d of a graph of %d", i0, i1,
+                          g->n);
     if (g->arena_bytes > c->arena_cap)
         return brasa_fail(err, BRASA_EINVAL, "internal: graph run before cpu_prepare");
     struct op_ctx oc = {
         .pool = c->pool, .nth = c->nth, .pos0 = r->pos0, .tokens = r->tokens,
         .mm_scratch = c->mm_scratch, .thr_scratch = c->thr_scratch, .thr_stride = c->thr_stride,
     };
-    for (int i = 0; i < g->n; i++) {
+    for (int i = i0; i < i1; i++) {
         const struct graph_node *n = &g->nodes[i];
         if (n->op == GOP_INPUT || n->op == GOP_WEIGHT || n->op == GOP_STATE)
             continue;

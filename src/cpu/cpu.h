@@ -22,6 +22,10 @@ brasa_status cpu_prepare(struct cpu *c, const struct graph *g, int n_ctx, struct
 /* Runs a prepared graph. */
 brasa_status cpu_run(struct cpu *c, const struct graph *g, const struct graph_run *r,
                      struct brasa_err *err);
+/* Runs nodes [i0, i1) of a prepared graph (the shards of a tensor-parallel model run up to each
+ * ALLREDUCE, which copies this shard's part, and go on once the parts are added up). */
+brasa_status cpu_run_range(struct cpu *c, const struct graph *g, const struct graph_run *r,
+                           int i0, int i1, struct brasa_err *err);
 /* Output of node i after cpu_run (arena memory; valid until the next run). */
 const float *cpu_node_data(const struct cpu *c, const struct graph *g, int i);
 /* Bytes of the arena and scratch buffers. */

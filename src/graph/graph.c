@@ -14,6 +14,7 @@ static const char *const op_names[GOP_COUNT] = {
     [GOP_SIGMOID_MUL] = "SIGMOID_MUL", [GOP_VIEW] = "VIEW",   [GOP_ROPE] = "ROPE",
     [GOP_KV_STORE] = "KV_STORE", [GOP_ATTN] = "ATTN",         [GOP_CONV1D] = "CONV1D",
     [GOP_DELTANET] = "DELTANET", [GOP_GATES] = "GATES",       [GOP_RMS_NORM_GATE] = "RMS_NORM_GATE",
+    [GOP_ALLREDUCE] = "ALLREDUCE",
 };
 
 const char *graph_op_name(enum graph_op op)

@@ -73,6 +73,10 @@
  *              (softplus(x) = x for x > 20), β = sigmoid(beta_raw).
  *   RMS_NORM_GATE  per group of p.i[0]: out = rmsnorm(a)·b ⊙ silu(c) (eps p.f[0]); qwen35's
  *              DeltaNet output norm with z = c.
+ *   ALLREDUCE  out = the sum over the shards of a tensor-parallel model (model/shard.c) of a,
+ *              the same node in every shard's graph: the partial sums of the attention output
+ *              and FFN down products. Whoever runs the shards adds them; a backend running one
+ *              graph alone copies a.
  */
 #ifndef BRASA_GRAPH_H
 #define BRASA_GRAPH_H
@@ -103,6 +107,7 @@ enum graph_op {
     GOP_DELTANET,
     GOP_GATES,
     GOP_RMS_NORM_GATE,
+    GOP_ALLREDUCE,
     GOP_COUNT
 };
 

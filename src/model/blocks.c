@@ -301,6 +301,16 @@ static int view(struct blk *b, int il, int x, int64_t off, int64_t n0, int64_t n
     return n;
 }
 
+/* A shard's part of a product whose input is split over the shards (attention output, FFN
+ * down, DeltaNet output), summed over them; the part itself in a whole model. */
+static int tp_sum(struct blk *b, int il, int x, const char *what)
+{
+    if (b->m->tp_n <= 1)
+        return x;
+    return graph_addf(b->g, GOP_ALLREDUCE, x, -1, -1, -1, b->m->hp.n_embd, b->n_tok, "blk.%d.%s",
+                      il, what);
+}
+
 int blk_attention(struct blk *b, int il, int xn, bool gated)
 {
     const struct mdl_hparams *hp = &b->m->hp;
@@ -335,7 +345,7 @@ int blk_attention(struct blk *b, int il, int xn, bool gated)
     an->p.f[0] = hp->kq_scale;
     if (gated)
         a = graph_addf(g, GOP_SIGMOID_MUL, a, gate, -1, -1, nq, b->n_tok, "blk.%d.kqv_gated", il);
-    return matmul(b, il, a, &L->wo, NULL, "attn_out");
+    return tp_sum(b, il, matmul(b, il, a, &L->wo, NULL, "attn_out"), "attn_out_sum");
 }
 
 int blk_ffn(struct blk *b, int il, int xn)
@@ -345,7 +355,7 @@ int blk_ffn(struct blk *b, int il, int xn)
     int up = matmul(b, il, xn, &L->ffn_up, NULL, "ffn_up");
     int h = graph_addf(b->g, GOP_SWIGLU, gt, up, -1, -1, b->m->hp.n_ff, b->n_tok, "blk.%d.ffn_swiglu",
                        il);
-    return matmul(b, il, h, &L->ffn_down, NULL, "ffn_out");
+    return tp_sum(b, il, matmul(b, il, h, &L->ffn_down, NULL, "ffn_out"), "ffn_out_sum");
 }
 
 int blk_deltanet(struct blk *b, int il, int xn)
@@ -388,7 +398,7 @@ int blk_deltanet(struct blk *b, int il, int xn)
                    "blk.%d.ssm_o_normed", il);
     node(b, o)->p.i[0] = hp->ssm_dv;
     node(b, o)->p.f[0] = hp->eps;
-    return matmul(b, il, o, &L->ssm_out, NULL, "ssm_out");
+    return tp_sum(b, il, matmul(b, il, o, &L->ssm_out, NULL, "ssm_out"), "ssm_out_sum");
 }
 
 int blk_residual(struct blk *b, int il, int x, int branch, const char *what)

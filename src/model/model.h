@@ -66,6 +66,7 @@ struct mdl {
     struct mdl_w token_embd, output_norm, output; /* output = token_embd when tied */
     struct mdl_layer *layers;                       /* [n_layer] */
     uint64_t n_params, weight_bytes_per_token;
+    int tp_n, tp_rank;  /* a tensor-parallel shard (mdl_shard): rank tp_rank of tp_n; 0, 0: whole */
 };
 
 /* Session buffers the graph reads and writes (one entry per layer; NULL where unused). */
@@ -87,6 +88,18 @@ void mdl_free(struct mdl *m);
  * (else only the last). The graph is planned (arena offsets set). */
 brasa_status mdl_build(const struct mdl *m, const struct mdl_cache *c, int n_tok, bool logits_all,
                        struct graph *g, struct brasa_err *err);
+
+/* Shard rank of n of a loaded model, for a model split over n devices (the rules of
+ * gpu/split.h): its heads [rank H/n, (rank+1) H/n) of the attention (their rows of q, k, v and
+ * the biases, their columns of the output projection), rows [rank F/n, (rank+1) F/n) of the FFN
+ * (gate and up; down by columns) and vocabulary rows [rank V/n, (rank+1) V/n) of the output head
+ * (hp.n_vocab is that slice); norms and the token embedding stay whole. Its graph (mdl_build)
+ * ends the attention and the FFN in ALLREDUCE nodes; its logits are its slice of the
+ * vocabulary. The shard's weights are copied into *mem (free it after mdl_free(out)).
+ * BRASA_EUNSUPPORTED when heads, KV heads or the FFN width do not divide by n, a column slice
+ * would cut a quant block, or the model has DeltaNet layers (not split yet). */
+brasa_status mdl_shard(const struct mdl *m, int rank, int n, struct mdl *out, void **mem,
+                       struct brasa_err *err);
 
 /* ---- helpers for the family files (blocks.c) ---- */
 /* Graph-building context of the shared blocks. */
