@@ -93,11 +93,13 @@ brasa_status mdl_build(const struct mdl *m, const struct mdl_cache *c, int n_tok
  * gpu/split.h): its heads [rank H/n, (rank+1) H/n) of the attention (their rows of q, k, v and
  * the biases, their columns of the output projection), rows [rank F/n, (rank+1) F/n) of the FFN
  * (gate and up; down by columns) and vocabulary rows [rank V/n, (rank+1) V/n) of the output head
- * (hp.n_vocab is that slice); norms and the token embedding stay whole. Its graph (mdl_build)
- * ends the attention and the FFN in ALLREDUCE nodes; its logits are its slice of the
- * vocabulary. The shard's weights are copied into *mem (free it after mdl_free(out)).
- * BRASA_EUNSUPPORTED when heads, KV heads or the FFN width do not divide by n, a column slice
- * would cut a quant block, or the model has DeltaNet layers (not split yet). */
+ * (hp.n_vocab is that slice); DeltaNet layers by K head, with the V heads that read it (their
+ * channels of the fused projection and the convolution, gates, output columns); norms and the
+ * token embedding stay whole. Its graph (mdl_build) ends the attention, the DeltaNet mixer and
+ * the FFN in ALLREDUCE nodes; its logits are its slice of the vocabulary. The shard's weights
+ * are copied into *mem (free it after mdl_free(out)). BRASA_EUNSUPPORTED when heads, KV heads,
+ * the FFN width or the DeltaNet heads do not divide by n, or a column slice would cut a quant
+ * block. */
 brasa_status mdl_shard(const struct mdl *m, int rank, int n, struct mdl *out, void **mem,
                        struct brasa_err *err);
 
