@@ -142,8 +142,12 @@ static void get_rows_rows(const struct op_args *a, long r0, long r1, int ith)
     size_t rb = qtype_row_bytes(w->type, w->ne[0]);
     float *out = a->out, s = a->node->p.f[0];
     for (long t = r0; t < r1; t++) {
-        int32_t id = a->ctx->tokens[t];
+        int64_t id = (int64_t)a->ctx->tokens[t] - a->node->p.i[0];
         float *y = out + t * w->ne[0];
+        if (id < 0 || id >= w->ne[1]) { /* (another shard's token) */
+            memset(y, 0, (size_t)w->ne[0] * sizeof *y);
+            continue;
+        }
         dequant_row(w->type, (const uint8_t *)a->in[0] + (size_t)id * rb, y, w->ne[0], NULL);
         if (s != 1.0f)
             for (long i = 0; i < w->ne[0]; i++)

@@ -1084,6 +1084,9 @@ static brasa_status plan_node(struct pb *b, int i)
         const struct graph_node *w = &gr->nodes[n->in[0]];
         if (w->type != T_F32 && w->type != T_F16 && w->type != T_BF16 && !row_bytes(w->type, 256))
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "embedding type %u", w->type);
+        if (n->p.i[0])
+            return brasa_fail(b->err, BRASA_EUNSUPPORTED, "a shard's slice of the embedding has "
+                              "no GPU kernel yet");
         if ((l = L(b, K_GET_ROWS, NULL, NULL, i, (unsigned)T, 1, 1, 256, 0))) {
             size_t bb;
             int be;

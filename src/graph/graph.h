@@ -23,8 +23,10 @@
  *              (a matrix is ne[0] = k (input features) × ne[1] = rows (output features)).
  *   STATE      leaf. A session buffer that persists across runs (KV cache of one layer, conv
  *              state, DeltaNet state); wtype is its element type (F32 or F16).
- *   GET_ROWS   out[t][:] = dequant(a[ids[t]][:]) * p.f[0]; a = WEIGHT [n_vocab][n_embd],
- *              b = INPUT tokens. (p.f[0]: Granite's embedding scale, 1 otherwise.)
+ *   GET_ROWS   out[t][:] = dequant(a[ids[t] - p.i[0]][:]) * p.f[0]; a = WEIGHT [n_vocab][n_embd],
+ *              b = INPUT tokens. (p.f[0]: Granite's embedding scale, 1 otherwise; p.i[0]: the
+ *              table's first token, 0 but in a shard's slice of the vocabulary, where a token
+ *              outside the slice gives a row of zeros and an ALLREDUCE adds the shards' rows.)
  *   RMS_NORM   per group of p.i[0] consecutive elements (a row, or one head when applied per
  *              head): out = x / sqrt(mean(x²) + p.f[0]) * b[j % group]; b = WEIGHT F32 [group].
  *   L2_NORM    per group of p.i[0] elements: out = x / max(‖x‖₂, p.f[0]).

@@ -435,6 +435,9 @@ brasa_status mdl_build(const struct mdl *m, const struct mdl_cache *c, int n_tok
     int x = graph_add(g, GOP_GET_ROWS, "inp_embd", weight(&b, &m->token_embd), tok, -1, -1,
                       hp->n_embd, n_tok);
     node(&b, x)->p.f[0] = hp->emb_scale;
+    node(&b, x)->p.i[0] = m->tp_vocab0;
+    if (m->tp_n > 1) /* each shard holds a slice of the table */
+        x = graph_add(g, GOP_ALLREDUCE, "inp_embd_sum", x, -1, -1, -1, hp->n_embd, n_tok);
     x = m->arch->build(&b, x);
     int n_out = n_tok;
     if (!logits_all && n_tok > 1) {

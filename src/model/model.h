@@ -67,6 +67,7 @@ struct mdl {
     struct mdl_layer *layers;                       /* [n_layer] */
     uint64_t n_params, weight_bytes_per_token;
     int tp_n, tp_rank;  /* a tensor-parallel shard (mdl_shard): rank tp_rank of tp_n; 0, 0: whole */
+    int tp_vocab0;      /* the shard's first token of the vocabulary (embedding, output head) */
 };
 
 /* Session buffers the graph reads and writes (one entry per layer; NULL where unused). */
@@ -93,10 +94,10 @@ brasa_status mdl_build(const struct mdl *m, const struct mdl_cache *c, int n_tok
  * gpu/split.h): its heads [rank H/n, (rank+1) H/n) of the attention (their rows of q, k, v and
  * the biases, their columns of the output projection), rows [rank F/n, (rank+1) F/n) of the FFN
  * (gate and up; down by columns) and vocabulary rows [rank V/n, (rank+1) V/n) of the output head
- * (hp.n_vocab is that slice); DeltaNet layers by K head, with the V heads that read it (their
- * channels of the fused projection and the convolution, gates, output columns); norms and the
- * token embedding stay whole. Its graph (mdl_build) ends the attention, the DeltaNet mixer and
- * the FFN in ALLREDUCE nodes; its logits are its slice of the vocabulary. The shard's weights
+ * (hp.n_vocab is that slice) and of the token embedding; DeltaNet layers by K head, with the V heads that read it (their
+ * channels of the fused projection and the convolution, gates, output columns); norms stay
+ * whole. Its graph (mdl_build) ends the embedding, the attention, the DeltaNet mixer and the FFN
+ * in ALLREDUCE nodes; its logits are its slice of the vocabulary. The shard's weights
  * are copied into *mem (free it after mdl_free(out)). BRASA_EUNSUPPORTED when heads, KV heads,
  * the FFN width or the DeltaNet heads do not divide by n, or a column slice would cut a quant
  * block. */

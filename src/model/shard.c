@@ -147,6 +147,12 @@ static brasa_status cut_all(struct cutter *c, const struct mdl *m, int r, int n,
             (st = cols(c, &D->ffn_down, &L->ffn_down, f0, f1)))
             return st;
     }
+    if ((st = rows(c, &o->token_embd, &m->token_embd, v0, v1)) != BRASA_OK)
+        return st;
+    if (m->output.data == m->token_embd.data) { /* tied: one slice serves both */
+        o->output = o->token_embd;
+        return BRASA_OK;
+    }
     return rows(c, &o->output, &m->output, v0, v1);
 }
 
@@ -200,5 +206,6 @@ brasa_status mdl_shard(const struct mdl *m, int rank, int n, struct mdl *out, vo
     out->hp.n_vocab = (int)(out->output.ne[1]);
     out->tp_n = n;
     out->tp_rank = rank;
+    out->tp_vocab0 = (int)((int64_t)hp->n_vocab * rank / n);
     return BRASA_OK;
 }
