@@ -73,6 +73,8 @@ const char *test_brasa_bin(void);
 /* Joins test_shared_dir() and a relative path into a static buffer (valid until the next call). */
 const char *test_shared_path(const char *rel);
 int test_file_exists(const char *path);
+/* Index of the largest of x[0..n) (the first one on a tie). */
+int test_argmax(const float *x, int n);
 /* Reads a whole file; returns malloc'd bytes (NUL-terminated) or NULL. */
 char *test_read_file(const char *path, size_t *size);
 /* A fresh random seed per run (printed so a failure can be replayed with BRASA_TEST_SEED). */

@@ -45,15 +45,6 @@ static float max_abs(const float *x, int n)
     return m;
 }
 
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 struct file_result {
     double worst;
     double errs[1024]; /* every row's error, for the median */
@@ -116,7 +107,7 @@ static void check_prompt(struct brasa_model *m, struct brasa_session *s, const s
         /* the tolerance in logit units: a smaller top-2 gap may legitimately flip */
         const float *last = gold + (size_t)(p_off + n - 1) * n_vocab;
         double margin = jm_num(jm_at(margins, 0), 0);
-        int got = argmax(lg + (size_t)(n - 1) * n_vocab, n_vocab);
+        int got = test_argmax(lg + (size_t)(n - 1) * n_vocab, n_vocab);
         if (margin < tol * max_abs(last, n_vocab))
             greedy_ok = false; /* a near-tie: either token is right; stop comparing */
         else
@@ -145,7 +136,7 @@ static void check_prompt(struct brasa_model *m, struct brasa_session *s, const s
             if (margin < tol * max_abs(want, n_vocab)) {
                 greedy_ok = false;
             } else {
-                int a = argmax(got, n_vocab);
+                int a = test_argmax(got, n_vocab);
                 CHECKF(a == jm_int(jm_at(greedy, (size_t)k + 1), -1),
                        "%s %s: greedy[%ld] %d != %ld", file, label, k + 1, a,
                        jm_int(jm_at(greedy, (size_t)k + 1), -1));
@@ -358,7 +349,7 @@ TEST(stories260k_greedy_text)
         free(ids);
         brasa_status st = brasa_session_eval(s, all, na, NULL, &err);
         for (int k = 0; k < 40 && st == BRASA_OK; k++) {
-            int32_t id = (int32_t)argmax(brasa_session_logits(s), 512);
+            int32_t id = (int32_t)test_argmax(brasa_session_logits(s), 512);
             all[na++] = id;
             st = brasa_session_eval(s, &id, 1, NULL, &err);
         }

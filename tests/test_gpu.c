@@ -54,15 +54,6 @@ static double rel_err(const float *a, const float *b, const float *ref, size_t n
     return mr > 0 ? md / mr : md;
 }
 
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
-
 struct fixture {
     struct jm *js;
     float *gold;
@@ -171,7 +162,7 @@ static void check_file(const char *arch, const char *type, double *worst_gold, d
                 if (jm_num(jm_at(marg, (size_t)k + 1), 1) < 2 * tol * mx)
                     greedy_ok = false;
                 else
-                    CHECKF(argmax(a, nv) == jm_int(jm_at(gids, (size_t)k + 1), -1),
+                    CHECKF(test_argmax(a, nv) == jm_int(jm_at(gids, (size_t)k + 1), -1),
                            "%s.%s prompt %zu: greedy token %d differs", arch, type, p, k + 1);
             }
         }

@@ -389,15 +389,6 @@ static brasa_status tp_step(struct tp_run *sh, int n, int gi, const struct graph
     return BRASA_OK;
 }
 
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
-
 /* The whole model and its n shards (each holding its heads, FFN rows and vocabulary slice,
  * summed where the all-reduce would) on a 6-token prompt and 8 greedy steps: the logits within
  * 1e-3 of the largest (the issue's bound for several devices), the same greedy tokens. */
@@ -439,8 +430,8 @@ static void shards_vs_whole(const char *rel, int n, struct pool *pl)
             mx = fmax(mx, fabs((double)lw[v]));
         }
         worst = fmax(worst, md / mx);
-        same &= argmax(lw, V) == argmax(lt, V);
-        toks[0] = argmax(lw, V); /* the next decode step's token */
+        same &= test_argmax(lw, V) == test_argmax(lt, V);
+        toks[0] = test_argmax(lw, V); /* the next decode step's token */
     }
     CHECKF(st == BRASA_OK, "%s: %s", rel, err.msg);
     CHECKF(worst <= 1e-3, "%s over %d shards: logits %.3g apart", rel, n, worst);

@@ -121,3 +121,12 @@ const char *test_brasa_bin(void)
     const char *b = getenv("BRASA_BIN");
     return b && *b ? b : "build/brasa";
 }
+
+int test_argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
