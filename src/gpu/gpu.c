@@ -181,7 +181,8 @@ struct gpu_sess {
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
     int mvd_xc;              /* decode products that convert their own activation (mvd.cu
-                              * XC): 1 those gpu_mvd_xc names, 0 none, 2 every one
+                              * XC): 1 those gpu_mvd_xc names, 0 none, 2 every one, 3
+                              * those and every other of rows up to 8192
                               * (BRASA_GPU_MVD_XC) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
@@ -923,7 +924,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
      * 16-byte aligned and a lane group has 2 rows (the variants CI compiles); else quant_act
      * converts it first */
     int xc = T == 1 && b->s->mvd &&
-             (b->s->mvd_xc == 2 || (b->s->mvd_xc == 1 && gpu_mvd_xc(w->type)));
+             (b->s->mvd_xc == 2 || (b->s->mvd_xc >= 1 && gpu_mvd_xc(w->type)) ||
+              (b->s->mvd_xc == 3 && k <= 8192)); /* (3: a measurement; not the down product) */
     if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r) != 2))
         xc = 0;
     for (int j = 0; j < nm && xc; j++)
