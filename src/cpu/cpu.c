@@ -112,21 +112,13 @@ static void dump_node(const struct cpu *c, const struct graph *g, int i, const s
     if (n->nbytes == 0 || !graph_dump_wanted(c->dump, n->name))
         return;
     const float *x = node_ptr(c, g, i);
-    size_t cnt = n->nbytes / 4;
-    double sum = 0;
-    for (size_t k = 0; k < cnt; k++)
-        sum += x[k];
-    fprintf(stderr, "dump pos0=%d %s %s [%lld,%lld] sum=%.6g:", r->pos0, graph_op_name(n->op),
-            n->name, (long long)n->ne[0], (long long)n->ne[1], sum);
-    for (size_t k = 0; k < cnt && k < 8; k++)
-        fprintf(stderr, " %.6g", x[k]);
-    fputc('\n', stderr);
+    graph_dump_values(n, r->pos0, x, stderr);
     if (c->dump_dir) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s.pos%d.f32", c->dump_dir, n->name, r->pos0);
         FILE *f = fopen(path, "wb");
         if (f) {
-            fwrite(x, 4, cnt, f);
+            fwrite(x, 4, n->nbytes / 4, f);
             fclose(f);
         }
     }

@@ -1720,17 +1720,8 @@ static void dump_node(struct gpu_sess *s, const struct graph *g, int i, const st
     if (!x)
         return;
     s->g->d.cuStreamSynchronize(s->st);
-    if (s->g->d.cuMemcpyDtoH(x, s->ws + n->offset, n->nbytes) == 0) {
-        size_t cnt = n->nbytes / 4;
-        double sum = 0;
-        for (size_t k = 0; k < cnt; k++)
-            sum += x[k];
-        fprintf(stderr, "dump pos0=%d %s %s [%lld,%lld] sum=%.6g:", r->pos0, graph_op_name(n->op),
-                n->name, (long long)n->ne[0], (long long)n->ne[1], sum);
-        for (size_t k = 0; k < cnt && k < 8; k++)
-            fprintf(stderr, " %.6g", x[k]);
-        fputc('\n', stderr);
-    }
+    if (s->g->d.cuMemcpyDtoH(x, s->ws + n->offset, n->nbytes) == 0)
+        graph_dump_values(n, r->pos0, x, stderr);
     free(x);
 }
 

@@ -222,3 +222,16 @@ int graph_dump_wanted(const char *list, const char *name)
     }
     return 0;
 }
+
+void graph_dump_values(const struct graph_node *n, int pos0, const float *x, void *f)
+{
+    size_t cnt = n->nbytes / 4;
+    double sum = 0;
+    for (size_t k = 0; k < cnt; k++)
+        sum += x[k];
+    fprintf(f, "dump pos0=%d %s %s [%lld,%lld] sum=%.6g:", pos0, graph_op_name(n->op), n->name,
+            (long long)n->ne[0], (long long)n->ne[1], sum);
+    for (size_t k = 0; k < cnt && k < 8; k++)
+        fprintf(f, " %.6g", x[k]);
+    fputc('\n', f);
+}

@@ -178,5 +178,8 @@ void graph_print(const struct graph *g, void *f);
 /* Whether node `name` is selected by a BRASA_DUMP list: "all", or names separated by commas.
  * A NULL list selects nothing. Both backends' dump options use it. */
 int graph_dump_wanted(const char *list, const char *name);
+/* The dump line of node n's output x (nbytes / 4 floats) at position pos0, to f (a FILE *): op,
+ * name, shape, sum and the first values. Both backends' BRASA_DUMP print it. */
+void graph_dump_values(const struct graph_node *n, int pos0, const float *x, void *f);
 
 #endif
