@@ -22,7 +22,7 @@ static brasa_status cut(struct cutter *c, struct mdl_w *dst, const struct mdl_w 
     *dst = *src;
     if (!src->data)
         return BRASA_OK;
-    int64_t n = 0, rows = cols ? src->ne[1] : 0;
+    int64_t n = 0, nrow = cols ? src->ne[1] : 0;
     for (int i = 0; i < nr; i++) {
         n += rg[2 * i + 1] - rg[2 * i];
         brasa_status st = BRASA_OK; /* (checks the range; copies nothing) */
@@ -37,9 +37,9 @@ static brasa_status cut(struct cutter *c, struct mdl_w *dst, const struct mdl_w 
             return brasa_wrap(c->err, st, "splitting %s", src->name);
     }
     if (!cols)
-        rows = n;
+        nrow = n;
     size_t rb = qtype_row_bytes(src->type, src->ne[0]);
-    size_t ob = cols ? qtype_row_bytes(src->type, n) : rb, bytes = ob * (size_t)rows;
+    size_t ob = cols ? qtype_row_bytes(src->type, n) : rb, bytes = ob * (size_t)nrow;
     if (c->mem) {
         uint8_t *o = c->mem + c->off;
         const uint8_t *w = src->data;
@@ -52,7 +52,7 @@ static brasa_status cut(struct cutter *c, struct mdl_w *dst, const struct mdl_w 
                 o += (size_t)(e - a) * rb;
                 continue;
             }
-            for (int64_t r = 0; r < rows; r++) /* this range's part of every row */
+            for (int64_t r = 0; r < nrow; r++) /* this range's part of every row */
                 memcpy(o + (size_t)r * ob, w + (size_t)r * rb + (size_t)(a / blk) * bb,
                        (size_t)((e - a) / blk) * bb);
             o += (size_t)((e - a) / blk) * bb;
