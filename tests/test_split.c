@@ -389,6 +389,25 @@ static brasa_status tp_step(struct tp_run *sh, int n, int gi, const struct graph
     return BRASA_OK;
 }
 
+/* Bytes of every weight a model (or shard) reads: the plan's count for one GPU. */
+static uint64_t model_bytes(const struct mdl *m)
+{
+    uint64_t b = m->token_embd.nbytes + m->output_norm.nbytes +
+                 (m->output.data != m->token_embd.data ? m->output.nbytes : 0);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct mdl_layer *L = &m->layers[il];
+        const struct mdl_w *w[] = {&L->attn_norm, &L->wq,      &L->wk,       &L->wv,
+                                   &L->wo,        &L->bq,      &L->bk,       &L->bv,
+                                   &L->q_norm,    &L->k_norm,  &L->ffn_norm, &L->ffn_gate,
+                                   &L->ffn_up,    &L->ffn_down, &L->wqkv,    &L->wz,
+                                   &L->conv1d,    &L->dt_bias, &L->ssm_a,    &L->w_beta,
+                                   &L->w_alpha,   &L->ssm_norm, &L->ssm_out};
+        for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+            b += w[i]->data ? w[i]->nbytes : 0;
+    }
+    return b;
+}
+
 /* The whole model and its n shards (each holding its heads, FFN rows and vocabulary slice,
  * summed where the all-reduce would) on a 6-token prompt and 8 greedy steps: the logits within
  * 1e-3 of the largest (the issue's bound for several devices), the same greedy tokens. */
@@ -412,6 +431,14 @@ static void shards_vs_whole(const char *rel, int n, struct pool *pl)
         if ((st = mdl_shard(&whole.m, s, n, &sh[s].m, &sh[s].mem, &err)) == BRASA_OK)
             st = tp_open(&sh[s], pl, NP, CTX, &err);
     CHECKF(st == BRASA_OK, "%s: %s", rel, err.msg);
+    /* what `brasa inspect --plan` says each GPU holds is what each shard holds */
+    struct split_plan plan;
+    REQUIRE(split_plan_make(f, n, CTX, &plan, &err) == BRASA_OK && plan.ok);
+    CHECKF(model_bytes(&whole.m) == plan.total, "%s: the model reads %" PRIu64 " of %" PRIu64
+           " bytes", rel, model_bytes(&whole.m), plan.total);
+    for (int s = 0; st == BRASA_OK && s < n; s++)
+        CHECKF(model_bytes(&sh[s].m) == plan.weights[s], "%s: shard %d holds %" PRIu64
+               " bytes, the plan says %" PRIu64, rel, s, model_bytes(&sh[s].m), plan.weights[s]);
     int V = whole.m.hp.n_vocab;
     float *lt = malloc((size_t)V * sizeof *lt);
     int32_t toks[NP] = {1, 17, 700, 42, 1000, 99}; /* (both halves of the vocabulary) */

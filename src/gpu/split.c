@@ -27,11 +27,13 @@ static bool name_is(const char *name, const char *s)
 
 static enum split_kind kind_of(const struct gguf_tensor *t)
 {
-    static const char *const rows[] = {"attn_q.weight",    "attn_k.weight",   "attn_v.weight",
-                                       "attn_qkv.weight",  "attn_gate.weight", "ffn_gate.weight",
-                                       "ffn_up.weight",    "ssm_in.weight"};
+    static const char *const rows[] = {
+        "attn_q.weight",  "attn_k.weight",   "attn_v.weight",     "attn_qkv.weight",
+        "attn_gate.weight", "ffn_gate.weight", "ffn_up.weight",   "ssm_in.weight",
+        "ssm_beta.weight", "ssm_alpha.weight", "ssm_conv1d.weight"};
     static const char *const cols[] = {"attn_output.weight", "ffn_down.weight", "ssm_out.weight"};
-    static const char *const biases[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
+    static const char *const biases[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias", "ssm_dt.bias",
+                                         "ssm_a"};
     if (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "output.weight"))
         return SPLIT_VOCAB;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)

@@ -2,8 +2,10 @@
  * several GPUs (1..SPLIT_MAX_GPUS), computed from the GGUF file alone.
  *
  * Row split (each GPU holds a slice of the output rows, ne[1]): the Q/K/V, fused QKV and gate
- * projections, the FFN gate and up, ssm_in, and the vocabulary tensors token_embd/output (their
- * rows shared as evenly as possible); the 1-D attention biases (attn_q/k/v.bias) along ne[0].
+ * projections, the FFN gate and up, ssm_in, the DeltaNet beta / alpha projections and
+ * convolution, and the vocabulary tensors token_embd/output (their rows shared as evenly as
+ * possible); the 1-D attention biases (attn_q/k/v.bias) and DeltaNet ssm_dt.bias / ssm_a along
+ * ne[0]. These are the bytes model/shard.c puts on each shard (test_split checks it).
  * Column split (each GPU holds a slice of every row, ne[0]): attn_output, ffn_down, ssm_out;
  * the slice must be a whole number of quant blocks. Everything else is replicated.
  *
