@@ -189,6 +189,13 @@ brasa_status split_plan_make(const struct gguf_file *f, int n_gpus, int n_ctx,
 brasa_status split_slice(uint32_t t, const void *w, int64_t k, int64_t r0, int64_t r1,
                          int64_t c0, int64_t c1, void *out, struct brasa_err *err)
 {
+    return split_slice_pitch(t, w, k, r0, r1, c0, c1, out, qtype_row_bytes(t, c1 - c0), err);
+}
+
+brasa_status split_slice_pitch(uint32_t t, const void *w, int64_t k, int64_t r0, int64_t r1,
+                               int64_t c0, int64_t c1, void *out, size_t pitch,
+                               struct brasa_err *err)
+{
     const struct qtype_info *qi = qtype_get(t);
     if (!qi)
         return brasa_fail(err, BRASA_EINVAL, "type %u is not a weight type", t);
@@ -201,7 +208,7 @@ brasa_status split_slice(uint32_t t, const void *w, int64_t k, int64_t r0, int64
     size_t rb = qtype_row_bytes(t, k), ob = qtype_row_bytes(t, c1 - c0),
            off = (size_t)(c0 / blk) * qi->block_bytes;
     for (int64_t r = r0; r < r1; r++)
-        memcpy((uint8_t *)out + (size_t)(r - r0) * ob, (const uint8_t *)w + (size_t)r * rb + off,
+        memcpy((uint8_t *)out + (size_t)(r - r0) * pitch, (const uint8_t *)w + (size_t)r * rb + off,
                ob);
     return BRASA_OK;
 }

@@ -15,6 +15,7 @@
 #ifndef BRASA_GPU_SPLIT_H
 #define BRASA_GPU_SPLIT_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "core/status.h"
 
@@ -46,5 +47,9 @@ brasa_status split_plan_make(const struct gguf_file *f, int n_gpus, int n_ctx,
  * column-split weight. Columns must be whole blocks; BRASA_EINVAL otherwise. */
 brasa_status split_slice(uint32_t t, const void *w, int64_t k, int64_t r0, int64_t r1,
                          int64_t c0, int64_t c1, void *out, struct brasa_err *err);
+/* The same with the rows of out pitch bytes apart (several column ranges side by side). */
+brasa_status split_slice_pitch(uint32_t t, const void *w, int64_t k, int64_t r0, int64_t r1,
+                               int64_t c0, int64_t c1, void *out, size_t pitch,
+                               struct brasa_err *err);
 
 #endif

@@ -22,40 +22,28 @@ static brasa_status cut(struct cutter *c, struct mdl_w *dst, const struct mdl_w 
     *dst = *src;
     if (!src->data)
         return BRASA_OK;
-    int64_t n = 0, nrow = cols ? src->ne[1] : 0;
-    for (int i = 0; i < nr; i++) {
+    int64_t n = 0;
+    for (int i = 0; i < nr; i++)
         n += rg[2 * i + 1] - rg[2 * i];
-        brasa_status st = BRASA_OK; /* (checks the range; copies nothing) */
-        if (cols)
-            st = split_slice(src->type, src->data, src->ne[0], 0, 0, rg[2 * i], rg[2 * i + 1],
-                             NULL, c->err);
-        else if (rg[2 * i] < 0 || rg[2 * i + 1] > src->ne[1] || rg[2 * i + 1] < rg[2 * i])
-            st = brasa_fail(c->err, BRASA_EINVAL, "rows [%lld, %lld) of %lld",
-                            (long long)rg[2 * i], (long long)rg[2 * i + 1],
-                            (long long)src->ne[1]);
-        if (st != BRASA_OK)
-            return brasa_wrap(c->err, st, "splitting %s", src->name);
-    }
-    if (!cols)
-        nrow = n;
+    int64_t nrow = cols ? src->ne[1] : n;
     size_t rb = qtype_row_bytes(src->type, src->ne[0]);
     size_t ob = cols ? qtype_row_bytes(src->type, n) : rb, bytes = ob * (size_t)nrow;
-    if (c->mem) {
+    if (c->mem) { /* (the counting pass sizes; this one checks the ranges as it copies) */
         uint8_t *o = c->mem + c->off;
-        const uint8_t *w = src->data;
-        int64_t blk = qtype_get(src->type)->block;
-        size_t bb = qtype_get(src->type)->block_bytes;
         for (int i = 0; i < nr; i++) {
             int64_t a = rg[2 * i], e = rg[2 * i + 1];
-            if (!cols) { /* whole rows, consecutive in src and in dst */
-                memcpy(o, w + (size_t)a * rb, (size_t)(e - a) * rb);
-                o += (size_t)(e - a) * rb;
-                continue;
-            }
-            for (int64_t r = 0; r < nrow; r++) /* this range's part of every row */
-                memcpy(o + (size_t)r * ob, w + (size_t)r * rb + (size_t)(a / blk) * bb,
-                       (size_t)((e - a) / blk) * bb);
-            o += (size_t)((e - a) / blk) * bb;
+            brasa_status st;
+            if (cols) /* this range's part of every row, beside the previous ranges' */
+                st = split_slice_pitch(src->type, src->data, src->ne[0], 0, nrow, a, e, o, ob,
+                                       c->err);
+            else if (a < 0 || e > src->ne[1] || e < a)
+                st = brasa_fail(c->err, BRASA_EINVAL, "rows [%lld, %lld) of %lld", (long long)a,
+                                (long long)e, (long long)src->ne[1]);
+            else /* whole rows, consecutive in src and in dst */
+                st = split_slice(src->type, src->data, src->ne[0], a, e, 0, src->ne[0], o, c->err);
+            if (st != BRASA_OK)
+                return brasa_wrap(c->err, st, "splitting %s", src->name);
+            o += cols ? qtype_row_bytes(src->type, e - a) : (size_t)(e - a) * rb;
         }
         dst->data = c->mem + c->off;
     }
