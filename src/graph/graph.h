@@ -76,9 +76,9 @@
  *   RMS_NORM_GATE  per group of p.i[0]: out = rmsnorm(a)·b ⊙ silu(c) (eps p.f[0]); qwen35's
  *              DeltaNet output norm with z = c.
  *   ALLREDUCE  out = the sum over the shards of a tensor-parallel model (model/shard.c) of a,
- *              the same node in every shard's graph: the partial sums of the attention output
- *              and FFN down products. Whoever runs the shards adds them; a backend running one
- *              graph alone copies a.
+ *              the same node in every shard's graph: the partial sums of the attention, DeltaNet
+ *              output and FFN down products, and the shards' rows of the embedding. Whoever runs
+ *              the shards adds them; a backend running one graph alone copies a.
  */
 #ifndef BRASA_GRAPH_H
 #define BRASA_GRAPH_H

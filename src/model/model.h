@@ -66,7 +66,7 @@ struct mdl {
     struct mdl_w token_embd, output_norm, output; /* output = token_embd when tied */
     struct mdl_layer *layers;                       /* [n_layer] */
     uint64_t n_params, weight_bytes_per_token;
-    int tp_n, tp_rank;  /* a tensor-parallel shard (mdl_shard): rank tp_rank of tp_n; 0, 0: whole */
+    int tp_n;           /* a tensor-parallel shard (mdl_shard) of tp_n; 0: the whole model */
     int tp_vocab0;      /* the shard's first token of the vocabulary (embedding, output head) */
 };
 
@@ -93,14 +93,14 @@ brasa_status mdl_build(const struct mdl *m, const struct mdl_cache *c, int n_tok
 /* Shard rank of n of a loaded model, for a model split over n devices (the rules of
  * gpu/split.h): its heads [rank H/n, (rank+1) H/n) of the attention (their rows of q, k, v and
  * the biases, their columns of the output projection), rows [rank F/n, (rank+1) F/n) of the FFN
- * (gate and up; down by columns) and vocabulary rows [rank V/n, (rank+1) V/n) of the output head
- * (hp.n_vocab is that slice) and of the token embedding; DeltaNet layers by K head, with the V heads that read it (their
- * channels of the fused projection and the convolution, gates, output columns); norms stay
- * whole. Its graph (mdl_build) ends the embedding, the attention, the DeltaNet mixer and the FFN
- * in ALLREDUCE nodes; its logits are its slice of the vocabulary. The shard's weights
- * are copied into *mem (free it after mdl_free(out)). BRASA_EUNSUPPORTED when heads, KV heads,
- * the FFN width or the DeltaNet heads do not divide by n, or a column slice would cut a quant
- * block. */
+ * (gate and up; down by columns), vocabulary rows [rank V/n, (rank+1) V/n) of the output head
+ * (hp.n_vocab is that slice) and of the token embedding, and DeltaNet layers by K head with the
+ * V heads that read it (their channels of the fused projection and the convolution, gates,
+ * output columns); norms stay whole. Its graph (mdl_build) ends the embedding, the attention,
+ * the DeltaNet mixer and the FFN in ALLREDUCE nodes; its logits are its slice of the
+ * vocabulary. The shard's weights are copied into *mem (free it after mdl_free(out)).
+ * BRASA_EUNSUPPORTED when heads, KV heads, the FFN width or the DeltaNet heads do not divide by
+ * n; BRASA_EINVAL when a column slice would cut a quant block. */
 brasa_status mdl_shard(const struct mdl *m, int rank, int n, struct mdl *out, void **mem,
                        struct brasa_err *err);
 
