@@ -27,34 +27,27 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
   >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; note "build of tests FAILED"; }
 step make -s BUILD=$B -j"$J" $B/brasa >>"$out/build.log" 2>&1 || note "build of brasa failed (see build.log)"
 
-# a synthetic Qwen2.5 file of a shape and type ("7b q4_k_m"), made once: its path, or nothing
+# a synthetic Qwen2.5 file of a shape and type ("7b q4_k_m"), made once, into $f (run in this
+# shell, not in $(...), so that a failure's note reaches the summary)
 synth() {
-  local f=/tmp/synth/qwen2-$1-$2.gguf
+  f=/tmp/synth/qwen2-$1-$2.gguf
   mkdir -p /tmp/synth
   [ -f "$f" ] || $B/brasa synth --arch qwen2 --shape "$1" --type "$2" -o "$f" -t "$J" \
     >"$out/synth.log" 2>&1 || { note "synth $1 $2 failed: $(tail -2 "$out/synth.log")"; return 1; }
-  echo "$f"
 }
 
 if [ "$mode" = ab ] || [ "$mode" = profile ]; then
   for spec in ${FILES:-7b,q4_k_m 1.5b,q4_k_m}; do
     set -- ${spec/,/ }
-    f=$(synth "$1" "$2") || continue
+    synth "$1" "$2" || continue
     if [ "$mode" = ab ]; then
       for cfg in ${AB:-BRASA_GPU_PDL=1}; do
         r=$(env ${cfg//,/ } $B/brasa bench -m "$f" -p 0 -n 128 -r 3 2>&1 | grep tg128 | awk -F'|' '{print $8}')
         note "tg128 $1 $2 [$cfg]: $r"
       done
     else
-      m=gpu__time_duration.sum,dram__bytes_read.sum,sm__inst_executed.sum
-      m=$m,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active
-      m=$m,launch__grid_size,launch__registers_per_thread
-      for st in long_scoreboard no_instruction barrier wait short_scoreboard lg_throttle \
-          math_pipe_throttle not_selected selected membar dispatch_stall drain imc_miss \
-          branch_resolving mio_throttle sleeping; do
-        m=$m,smsp__average_warps_issue_stalled_${st}_per_issue_active.ratio
-      done
-      BRASA_GPU_GRAPH=0 step ncu --clock-control none --cache-control none --csv --metrics "$m" \
+      BRASA_GPU_GRAPH=0 step ncu --clock-control none --cache-control none --csv \
+        --metrics "$(python3 tools/ncu_layer.py --metrics)" \
         $B/brasa run -m "$f" -p "word" -n 2 --temp 0 --ignore-eos >"$out/ncu_$1_$2.csv" 2>"$out/ncu_$1_$2.err"
       python3 tools/ncu_layer.py "$out/ncu_$1_$2.csv" 2 | tee "$out/ncu_$1_$2.txt"
       note "ncu $1 $2: $(grep -m1 '^step:' "$out/ncu_$1_$2.txt")"
@@ -104,11 +97,10 @@ if [ -z "${SKIP_SAN:-}" ] && [ -x $B/brasa ] && command -v compute-sanitizer >/d
 fi
 
 if [ "$mode" = full ] && [ -x $B/brasa ]; then
-  mkdir -p /tmp/synth
   for spec in "qwen2 1.5b q4_k_m" "qwen2 7b q4_k_m" "qwen2 7b q8_0" "qwen2 1.5b q8_0" "qwen2 1.5b f16"; do
     set -- $spec
     [ $SECONDS -gt ${BUDGET_S:-420} ] && { note "skipped $spec (time)"; continue; }
-    f=$(synth $2 $3) || continue
+    synth $2 $3 || continue
     rm -rf "$BRASA_CACHE"  # cold kernel cache for the first load
     $B/brasa bench -m "$f" -p 512 -n 128 -r 3 >"$out/bench_$2_$3.txt" 2>&1
     cat "$out/bench_$2_$3.txt"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-kernel table of one decode step from an ncu CSV (tools/gpu_check.sh profile).
 
-    ncu --csv --metrics ... brasa run ... > step.csv
+    ncu --csv --metrics "$(tools/ncu_layer.py --metrics)" brasa run ... > step.csv
     tools/ncu_layer.py step.csv [LAYER]
 
 The step is the launches from the first embedding lookup after the last prompt kernel (fa /
@@ -16,6 +16,11 @@ import sys
 STALLS = ("long_scoreboard", "no_instruction", "barrier", "wait", "short_scoreboard",
           "lg_throttle", "math_pipe_throttle", "not_selected", "selected", "membar",
           "dispatch_stall", "drain", "imc_miss", "branch_resolving", "mio_throttle", "sleeping")
+STALL = "smsp__average_warps_issue_stalled_%s_per_issue_active.ratio"
+METRICS = ["gpu__time_duration.sum", "dram__bytes_read.sum", "sm__inst_executed.sum",
+           "smsp__issue_active.avg.pct_of_peak_sustained_active",
+           "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__grid_size",
+           "launch__registers_per_thread"] + [STALL % s for s in STALLS]
 
 
 def load(path):
@@ -39,6 +44,9 @@ def num(d, m):
 
 
 def main():
+    if sys.argv[1] == "--metrics":  # what ncu is to measure for this table
+        print(",".join(METRICS))
+        return
     items = load(sys.argv[1])
     layer = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     last = max((i for i, ((_, n), _) in enumerate(items) if n in ("fa", "matvec", "mmt")),
@@ -56,7 +64,7 @@ def main():
     for (_, n), d in step[a:b]:
         t = num(d, "gpu__time_duration.sum")
         by = num(d, "dram__bytes_read.sum")
-        st = sorted(((num(d, "smsp__average_warps_issue_stalled_%s_per_issue_active.ratio" % s), s)
+        st = sorted(((num(d, STALL % s), s)
                      for s in STALLS), reverse=True)[:3]
         print("| %s | %.2f | %s | %s | %.2f | %.0f | %.0f%% | %.0f%% | %s |" % (
             n, t / 1e3, d.get("launch__grid_size", "?"), d.get("launch__registers_per_thread", "?"),
