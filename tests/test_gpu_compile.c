@@ -89,6 +89,14 @@ TEST(compile_every_variant)
     struct job j = {.d = &d, .v = v, .n = gpu_all_variants(v, 512)};
     pthread_mutex_init(&j.mu, NULL);
     REQUIRE(j.n > 10);
+    const char *only = getenv("BRASA_TEST_TMPL"); /* e.g. "persist.cu": that template only */
+    if (only && *only) {
+        int k = 0;
+        for (int i = 0; i < j.n; i++)
+            if (!strcmp(v[i].tmpl, only))
+                v[k++] = v[i];
+        j.n = k;
+    }
     int nth = 2;
     const char *e = getenv("BRASA_TEST_THREADS");
     if (e && atoi(e) > 0)

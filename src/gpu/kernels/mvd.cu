@@ -24,6 +24,9 @@
 // then activations, go out together).
 #include "common.cuh"
 
+#ifndef PERSIST
+#define PERSIST 0
+#endif
 #ifndef QT
 #define QT T_Q4_K
 #endif
@@ -579,11 +582,12 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
 // Grid: nblk = ceil(rows / NOUT / (NW / KS)) blocks; with XC fewer, each taking
 // ceil(nblk / gridDim.x) passes over its lane groups (dynamic shared memory: the converted
 // activation).
-extern "C" __global__ void __launch_bounds__(NW * 32, MB)
-mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
-    float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
-    const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
-    const float *normw, float eps, int nblk)
+// (persist.cu runs mvd_run inside its persistent kernel: PERSIST set, no kernel here)
+__device__ __forceinline__ void
+mvd_run(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
+        float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
+        const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
+        const float *normw, float eps, int nblk)
 {
     __shared__ float part[NW][NR];
 #if XC
@@ -603,3 +607,50 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
              r1, r2, k, xin, normw, eps, part);
 #endif
 }
+
+#if !PERSIST
+extern "C" __global__ void __launch_bounds__(NW * 32, MB)
+mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
+    float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
+    const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
+    const float *normw, float eps, int nblk)
+{
+    mvd_run(W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res, rscale, r0, r1, r2, k, xin,
+            normw, eps, nblk);
+}
+#else
+// persist.cu: pass gb of the XC loop above, with the launch's arguments (mvd's, in order) read
+// from A, its program in global memory: read in each pass, they hold no registers across
+// passes (as kernel parameters would not)
+__device__ __noinline__ void mvd_pass(const pargv *A, int gb)
+{
+    __shared__ float part[NW][NR];
+    extern __shared__ __align__(16) u8 xsm[];
+    const int k = A[17].i;
+    mv_block(gb, gb == 0, (const u8 *)A[0].p, (const u8 *)A[1].p, (const u8 *)A[2].p, xsm,
+             (const float *)(xsm + (QUANT ? k : 0)), (const int *)(xsm + (QUANT ? k + k / 8 : 0)),
+             (float *)A[6].p, (float *)A[7].p, (float *)A[8].p, (const float *)A[9].p,
+             (const float *)A[10].p, (const float *)A[11].p, (const float *)A[12].p, A[13].f,
+             A[14].i, A[15].i, A[16].i, k, (const float *)A[18].p, (const float *)A[19].p, A[20].f,
+             part);
+    if (KS > 1)
+        __syncthreads(); // (part is read before the next pass writes it)
+}
+// the next inclusion (persist.cu's next variant) sets these again
+#undef QT
+#undef NW
+#undef NR
+#undef U
+#undef KS
+#undef GLU
+#undef XC
+#undef AL
+#undef MB
+#undef PE
+#undef BE
+#undef PPB
+#undef QUANT
+#undef NOUT
+#undef GL
+#undef BSTEP
+#endif
