@@ -1577,6 +1577,9 @@ static brasa_status get_persist(struct gpu_sess *s, const long *pv, int npv,
     if (!gpu_persist_variant(s->persist, pv, npv, &v))
         return brasa_fail(err, BRASA_EUNSUPPORTED, "%d product variants in one persistent "
                           "kernel", npv);
+    long sl = env_int("BRASA_GPU_PERSIST_SLEEP", 0); /* (measurement) */
+    if (sl > 0 && v.n_defs < GV_MAX_DEFS)
+        v.defs[v.n_defs++] = (struct jit_def){"PSLEEP", sl};
     struct pkern k = {.npv = npv, .pnw = s->persist};
     memcpy(k.pv, pv, (size_t)npv * sizeof *pv);
     brasa_status st = jit_module(&g->jit, v.tmpl, v.defs, v.n_defs, &k.mod, err);

@@ -13,10 +13,18 @@
 // one block per SM.
 // Every block must be resident at once (they wait for each other): the grid is one block per
 // SM, and the launch bounds ask for one block of PNW warps per SM.
+// Each step runs in functions of their own (ops.cu's, and mvd_pass per pass, not inlined), so
+// that one step's registers do not limit another's; the calls save and restore registers in
+// local memory (measured: 4 GB of local traffic a 1.5B step, 2.4x slower than the separate
+// launches; BENCHMARKS.md), which is why BRASA_GPU_PERSIST is off.
 // Parameters: PNW (warps per block), PNV (product variants, at most 8), PV0 .. PV7 (variant s:
 // QT | NR << 8 | KS << 12 | GLU << 16 | AL << 17, as mvd.cu's parameters), PMAXA (arguments a
-// step). Program: pins[n] (kind, grid, arguments as the launch's); bar: two words, zero at
-// the start (the last block to finish leaves them zero again).
+// step), PSLEEP (optional: ns a waiting warp sleeps between polls). Program: pins[n] (kind,
+// grid, arguments as the launch's); bar: two words, zero at the start (the last block to
+// finish leaves them zero again).
+#ifndef PSLEEP
+#define PSLEEP 0 // nanoseconds a waiting warp sleeps between two polls
+#endif
 #define PERSIST 1
 #define PERSIST_WAIT persist_wait
 #include "common.cuh"
@@ -44,6 +52,9 @@ __device__ __forceinline__ void persist_wait()
     const unsigned m = __activemask();
     if ((int)(threadIdx.x & 31) == __ffs(m) - 1)
         while (ld_acquire(ps_bar + 1) < (unsigned)ps_need) {
+#if PSLEEP > 0
+            __nanosleep(PSLEEP);
+#endif
         }
     __syncwarp(m);
     __threadfence();
