@@ -588,10 +588,10 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     /* BRASA_GPU_PERSIST=1: one-token plans as persistent kernels (persist.cu) of 16 warps a
-     * block (16, 20, 24 or 32: that many) */
+     * block (8, 16, 20, 24 or 32: that many) */
     s->persist = env_int("BRASA_GPU_PERSIST", 0);
-    if (s->persist == 1 || (s->persist && s->persist != 16 && s->persist != 20 &&
-                            s->persist != 24 && s->persist != 32))
+    if (s->persist == 1 || (s->persist && s->persist != 8 && s->persist != 16 &&
+                            s->persist != 20 && s->persist != 24 && s->persist != 32))
         s->persist = s->persist ? 16 : 0;
     if (g->jit.arch < 70 || drv_is_hip(&g->d)) /* (its barrier: PTX acquire loads) */
         s->persist = 0;

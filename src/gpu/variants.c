@@ -168,9 +168,10 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                         gpu_persist_pv(GGML_TYPE_Q6_K, 2, 4, 0)};
     const long p8[2] = {gpu_persist_pv(GGML_TYPE_Q8_0, 2, 2, 0),
                         gpu_persist_pv(GGML_TYPE_Q8_0, 2, 1, 1)};
-    for (int pnw = 16; pnw <= 32 && n + 2 <= cap; pnw += pnw == 16 ? 4 : pnw == 20 ? 4 : 8) {
-        n += gpu_persist_variant(pnw, pk, 3, out + n);
-        n += gpu_persist_variant(pnw, p8, 2, out + n);
+    static const int pnw[5] = {8, 16, 20, 24, 32};
+    for (int i = 0; i < 5 && n + 2 <= cap; i++) {
+        n += gpu_persist_variant(pnw[i], pk, 3, out + n);
+        n += gpu_persist_variant(pnw[i], p8, 2, out + n);
     }
     for (int hd = 64; hd <= 128 && n < cap; hd *= 2) /* prompt attention */
         out[n++] = (struct gpu_variant){.tmpl = "fa.cu", .defs = {{"HD", hd}}};

@@ -622,7 +622,7 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
 // persist.cu: pass gb of the XC loop above, with the launch's arguments (mvd's, in order) read
 // from A, its program in global memory: read in each pass, they hold no registers across
 // passes (as kernel parameters would not)
-__device__ __noinline__ void mvd_pass(const pargv *A, int gb)
+__device__ __forceinline__ void mvd_pass(const pargv *A, int gb)
 {
     __shared__ float part[NW][NR];
     extern __shared__ __align__(16) u8 xsm[];

@@ -12,7 +12,7 @@
 #endif
 #if PERSIST
 #define OPK(name, ...) \
-    __device__ __noinline__ void name(const uint3 BIDX, const uint3 GDIM, __VA_ARGS__)
+    __device__ __forceinline__ void name(const uint3 BIDX, const uint3 GDIM, __VA_ARGS__)
 #else
 #define OPK(name, ...) extern "C" __global__ void name(__VA_ARGS__)
 #define BIDX blockIdx

@@ -13,10 +13,12 @@
 // one block per SM.
 // Every block must be resident at once (they wait for each other): the grid is one block per
 // SM, and the launch bounds ask for one block of PNW warps per SM.
-// Each step runs in functions of their own (ops.cu's, and mvd_pass per pass, not inlined), so
-// that one step's registers do not limit another's; the calls save and restore registers in
-// local memory (measured: 4 GB of local traffic a 1.5B step, 2.4x slower than the separate
-// launches; BENCHMARKS.md), which is why BRASA_GPU_PERSIST is off.
+// Every step's code is inlined into the one kernel, so the kernel needs the registers of its
+// most demanding step plus its own loop state: with 16 warps a block (128 registers) the
+// products spill (4 GB of local traffic a 1.5B step); with 8 (255 registers) they do not, and
+// the step is still about twice as long as the separate launches' (BENCHMARKS.md), which is
+// why BRASA_GPU_PERSIST is off. (Steps as functions that are not inlined spill as much: the
+// calls save and restore their registers.)
 // Parameters: PNW (warps per block), PNV (product variants, at most 8), PV0 .. PV7 (variant s:
 // QT | NR << 8 | KS << 12 | GLU << 16 | AL << 17, as mvd.cu's parameters), PMAXA (arguments a
 // step), PSLEEP (optional: ns a waiting warp sleeps between polls). Program: pins[n] (kind,
@@ -56,9 +58,11 @@ __device__ __forceinline__ void persist_wait()
             __nanosleep(PSLEEP);
 #endif
         }
-    __syncwarp(m);
-    __threadfence();
+    __syncwarp(m); // (orders the warp's other lanes after the poller's acquire)
 }
+
+// fence.acq_rel at GPU scope: with a relaxed atomic after it, a release; before, an acquire
+__device__ __forceinline__ void fence_acq_rel() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
 #include "ops.cu"
 
@@ -215,9 +219,9 @@ persist(const pins *prog, int n, unsigned *bar)
         persist_wait();
         __syncthreads();
         if (threadIdx.x == 0) {
-            __threadfence();
+            fence_acq_rel();
             if (atomicAdd(bar, 1u) == gridDim.x * (unsigned)(s + 1) - 1) {
-                __threadfence();
+                fence_acq_rel();
                 if (s + 1 == n)
                     atomicExch(bar, 0u);
                 atomicExch(bar + 1, s + 1 == n ? 0u : (unsigned)(s + 1));
