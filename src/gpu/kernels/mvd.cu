@@ -55,6 +55,9 @@
 #ifndef MB
 #define MB (32 / NW) // blocks per SM the register budget must allow (8 x 4 warps: 64 registers)
 #endif
+#ifndef XNL
+#define XNL 2 // XC: loads a thread has in flight for the RMSNorm's sum
+#endif
 
 #if QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
 #define PE 32 // elements per piece
@@ -329,8 +332,8 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
     __shared__ double sh[32];
     const int nt = NW * 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float scale = 1.0f;
-    if (nw) { // the row's RMS (2 loads a thread in flight: 64 registers hold no more here)
-        const double s = block_sum_d(sumsq4<2>((const float4 *)x, k / 4, nt), sh);
+    if (nw) { // the row's RMS (XNL loads a thread in flight: 2 where 64 registers hold no more)
+        const double s = block_sum_d(sumsq4<XNL>((const float4 *)x, k / 4, nt), sh);
         scale = 1.0f / sqrtf((float)(s / k) + eps);
     }
 #if QUANT
@@ -653,4 +656,5 @@ __device__ __forceinline__ void mvd_pass(const pargv *A, int gb)
 #undef NOUT
 #undef GL
 #undef BSTEP
+#undef XNL
 #endif

@@ -13,6 +13,7 @@ namespace PCAT(mv, SLOT) {
 #define NW PNW
 #define XC 1
 #define MB 1
+#define XNL 8
 #include "mvd.cu"
 #undef PVS
 } // namespace

@@ -22,8 +22,8 @@
 // Parameters: PNW (warps per block), PNV (product variants, at most 8), PV0 .. PV7 (variant s:
 // QT | NR << 8 | KS << 12 | GLU << 16 | AL << 17, as mvd.cu's parameters), PMAXA (arguments a
 // step), PSLEEP (optional: ns a waiting warp sleeps between polls). Program: pins[n] (kind,
-// grid, arguments as the launch's); bar: two words, zero at the start (the last block to
-// finish leaves them zero again).
+// grid, arguments as the launch's); bar: one word, zero at the start (the last block to
+// finish leaves it zero again).
 #ifndef PSLEEP
 #define PSLEEP 0 // nanoseconds a waiting warp sleeps between two polls
 #endif
@@ -31,7 +31,7 @@
 #define PERSIST_WAIT persist_wait
 #include "common.cuh"
 
-__shared__ unsigned *ps_bar; // [0] arrivals, [1] steps every block has finished
+__shared__ unsigned *ps_bar; // arrivals: gridDim.x a step
 __shared__ int ps_need;      // steps this block's current step waits for (0: the last kernel)
 
 __device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
@@ -53,7 +53,7 @@ __device__ __forceinline__ void persist_wait()
     }
     const unsigned m = __activemask();
     if ((int)(threadIdx.x & 31) == __ffs(m) - 1)
-        while (ld_acquire(ps_bar + 1) < (unsigned)ps_need) {
+        while (ld_acquire(ps_bar) < gridDim.x * (unsigned)ps_need) {
 #if PSLEEP > 0
             __nanosleep(PSLEEP);
 #endif
@@ -211,21 +211,19 @@ persist(const pins *prog, int n, unsigned *bar)
                 __syncthreads(); // (the next block of the launch reuses the shared memory)
             }
         }
-        // this block has finished step s: the last of the grid to get here lets the waiters
-        // of step s + 1 on (and after the last step leaves both words zero for the next run).
-        // A block arrives only once the steps before have finished everywhere (a block with
-        // no share of this step waits here), so the arrivals of one step are counted before
-        // any of the next.
+        // this block has finished step s: one more arrival (the waiters of step s + 1 poll
+        // the count; the last block of the last step leaves it zero for the next run). A
+        // block arrives only once the steps before have finished everywhere (a block with no
+        // share of this step waits here), so the arrivals of one step are counted before any
+        // of the next.
         persist_wait();
         __syncthreads();
         if (threadIdx.x == 0) {
             fence_acq_rel();
-            if (atomicAdd(bar, 1u) == gridDim.x * (unsigned)(s + 1) - 1) {
-                fence_acq_rel();
-                if (s + 1 == n)
-                    atomicExch(bar, 0u);
-                atomicExch(bar + 1, s + 1 == n ? 0u : (unsigned)(s + 1));
-            }
+            if (s + 1 < n)
+                asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
+            else if (atomicAdd(bar, 1u) == gridDim.x * (unsigned)n - 1)
+                atomicExch(bar, 0u);
         }
     }
 }
