@@ -89,7 +89,7 @@ TEST(compile_every_variant)
     struct job j = {.d = &d, .v = v, .n = gpu_all_variants(v, 512)};
     pthread_mutex_init(&j.mu, NULL);
     REQUIRE(j.n > 10);
-    const char *only = getenv("BRASA_TEST_TMPL"); /* e.g. "persist.cu": that template only */
+    const char *only = getenv("BRASA_TEST_TMPL"); /* e.g. "mvd.cu": that template only */
     if (only && *only) {
         int k = 0;
         for (int i = 0; i < j.n; i++)

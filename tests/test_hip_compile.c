@@ -28,17 +28,6 @@
 /* What hiprtc provides implicitly, hipcc gets from hip_runtime.h; device code only. */
 #define HIPCC_FLAGS "--cuda-device-only -O3 -std=c++17 -include hip/hip_runtime.h -Wno-macro-redefined"
 
-/* Drops the CUDA-only templates (persist.cu: PTX barriers and griddepcontrol); returns the
- * count left. */
-static int cuda_only_out(struct gpu_variant *v, int n)
-{
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (strcmp(v[i].tmpl, "persist.cu"))
-            v[k++] = v[i];
-    return k;
-}
-
 static const char *hipcc(void)
 {
     const char *e = getenv("BRASA_HIPCC");
@@ -140,7 +129,7 @@ TEST(hipcc_compiles_every_variant)
                        f->size, &bad);
     }
     struct gpu_variant v[512];
-    int n = cuda_only_out(v, gpu_all_variants(v, 512));
+    int n = gpu_all_variants(v, 512);
     REQUIRE(n > 0);
     for (int i = 0; i < n; i++) {
         struct brasa_err err = {{0}};
@@ -203,7 +192,7 @@ TEST(hiprtc_through_the_driver_table)
         }
     }
     struct gpu_variant v[512];
-    int n = cuda_only_out(v, gpu_all_variants(v, 512)), done = 0;
+    int n = gpu_all_variants(v, 512), done = 0;
     const char *seen[16];
     int n_seen = 0;
     for (int i = 0; i < n; i++) {

@@ -90,7 +90,6 @@ static const char *const k_names[K_COUNT] = {"get_rows", "norm_rows", "eltwise",
                                              "kv_store", "attn", "attn_merge", "conv1d", "gates",
                                              "deltanet", "topk", "quant_act"};
 
-#define MAX_PV 8 /* product variants in one persistent kernel (persist.cu) */
 struct gpu {
     struct drv d;
     CUdevice dev;
@@ -103,9 +102,6 @@ struct gpu {
     CUfunction k_fa[2];
     struct mv_kernel mv[96];
     int n_mv;
-    /* persist.cu modules, by their product variants */
-    struct pkern { long pv[MAX_PV]; int npv, pnw; CUmodule mod; CUfunction fn; } pk[8];
-    int npk;
     struct wmap *w;
     int nw, capw;
     uint64_t weight_bytes;
@@ -127,21 +123,14 @@ union argv {
 struct launch {
     CUfunction fn;
     const char *kname;
-    int kid;                     /* K_* (-1: a product or prompt kernel) */
-    const struct mv_kernel *mv;  /* the product's kernel (decode products that persist.cu can
-                                  * run: those converting their own activation) */
-    long groups;                 /* mvd.cu: lane groups of the launch */
     int node;
     unsigned gx, gy, gz, bx, shmem;
     int nargs;
     union argv v[MAX_ARGS];
 };
 
-#define MAX_PERSIST 8 /* persistent runs a plan */
 struct plan {
     const struct graph *g;
-    CUdeviceptr prog[MAX_PERSIST]; /* persist.cu's programs, one a run */
-    int nprog;
     int n_tok, n_nodes, n_ctx;
     struct launch *l;
     int nl, capl;
@@ -188,9 +177,6 @@ struct gpu_sess {
     const char *dump;
     bool use_graph, fuse;
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
-    int persist;             /* warps a block of persist.cu's kernel, which runs a one-token
-                              * plan's launches as one (0: off; BRASA_GPU_PERSIST) */
-    CUdeviceptr d_bar;       /* persist.cu's barrier words */
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
@@ -331,8 +317,6 @@ void gpu_close(struct gpu *g)
             gmem_free(&g->mem, g->w[i].dev);
         for (int i = 0; i < g->n_mv; i++)
             g->d.cuModuleUnload(g->mv[i].mod);
-        for (int i = 0; i < g->npk; i++)
-            g->d.cuModuleUnload(g->pk[i].mod);
         if (g->m_ops)
             g->d.cuModuleUnload(g->m_ops);
         if (g->m_quant)
@@ -587,14 +571,6 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
-    /* BRASA_GPU_PERSIST=1: one-token plans as persistent kernels (persist.cu) of 16 warps a
-     * block (8, 16, 20, 24 or 32: that many) */
-    s->persist = env_int("BRASA_GPU_PERSIST", 0);
-    if (s->persist == 1 || (s->persist && s->persist != 8 && s->persist != 16 &&
-                            s->persist != 20 && s->persist != 24 && s->persist != 32))
-        s->persist = s->persist ? 16 : 0;
-    if (g->jit.arch < 70 || drv_is_hip(&g->d)) /* (its barrier: PTX acquire loads) */
-        s->persist = 0;
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
@@ -624,8 +600,6 @@ static void plan_clear(struct gpu_sess *s, struct plan *p)
 {
     if (p->exec)
         s->g->d.cuGraphExecDestroy(p->exec);
-    for (int i = 0; i < p->nprog; i++)
-        gmem_free(&s->g->mem, p->prog[i]);
     free(p->l);
     memset(p, 0, sizeof *p);
 }
@@ -658,7 +632,6 @@ void gpu_sess_free(struct gpu_sess *s)
     gmem_free(&g->mem, s->ws);
     gmem_free(&g->mem, s->d_io);
     gmem_free(&g->mem, s->d_cnt);
-    gmem_free(&g->mem, s->d_bar);
     gmem_free(&g->mem, s->d_top);
     if (s->ev0)
         g->d.cuEventDestroy(s->ev0);
@@ -784,7 +757,6 @@ static struct launch *L(struct pb *b, int kid_or_neg, CUfunction fn, const char 
     struct launch *l = &p->l[p->nl++];
     memset(l, 0, sizeof *l);
     l->fn = kid_or_neg >= 0 ? b->s->g->k[kid_or_neg] : fn;
-    l->kid = kid_or_neg;
     l->kname = kid_or_neg >= 0 ? k_names[kid_or_neg] : kname;
     l->node = node;
     l->gx = gx ? gx : 1;
@@ -952,7 +924,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
      * 16-byte aligned and a lane group has 2 rows (the variants CI compiles); else quant_act
      * converts it first */
     int xc = T == 1 && b->s->mvd &&
-             (b->s->mvd_xc == 2 || (b->s->mvd_xc >= 1 && gpu_mvd_xc(w->type)) || b->s->persist ||
+             (b->s->mvd_xc == 2 || (b->s->mvd_xc >= 1 && gpu_mvd_xc(w->type)) ||
               (b->s->mvd_xc == 3 && k <= 8192)); /* (3: a measurement; not the down product) */
     if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r) != 2))
         xc = 0;
@@ -1032,10 +1004,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, xc ? nw : 0);
         af(l, eps);
         ai(l, nblk);
-        if (xc) {
-            l->mv = mv;
-            l->groups = groups;
-        }
         return BRASA_OK;
     }
     if (use_mmt) {
@@ -1532,180 +1500,6 @@ static struct plan *find_plan(struct gpu_sess *s, const struct graph *g)
     return NULL;
 }
 
-/* ---------------------------------------------------------------- persistent runs */
-
-/* persist.cu's step kinds (its PK_*) for the kernels it runs; 0: not one of them */
-static int persist_kind(int kid)
-{
-    switch (kid) {
-    case K_GET_ROWS: return 1;
-    case K_NORM: return 2;
-    case K_ELT: return 3;
-    case K_VIEW: return 4;
-    case K_ROPE: return 5;
-    case K_KV: return 6;
-    case K_ATTN: return 7;
-    case K_MERGE: return 8;
-    default: return 0;
-    }
-}
-#define PK_MV 16
-
-/* A step of persist.cu's program (its struct pins) */
-struct pins {
-    int kind;
-    unsigned gx, gy, gz;
-    union argv v[MAX_ARGS];
-};
-
-/* The persistent kernel for product variants pv[0..npv) at s->persist warps a block, compiled
- * on first use. Its only local memory is what the calls to the steps' functions save (each
- * step is a function of its own, so that no step's registers limit another's). */
-static brasa_status get_persist(struct gpu_sess *s, const long *pv, int npv,
-                                struct pkern **out, struct brasa_err *err)
-{
-    struct gpu *g = s->g;
-    for (int i = 0; i < g->npk; i++)
-        if (g->pk[i].npv == npv && g->pk[i].pnw == s->persist &&
-            !memcmp(g->pk[i].pv, pv, (size_t)npv * sizeof *pv)) {
-            *out = &g->pk[i];
-            return BRASA_OK;
-        }
-    if (g->npk == (int)(sizeof g->pk / sizeof g->pk[0]))
-        return brasa_fail(err, BRASA_EUNSUPPORTED, "too many persistent kernels");
-    struct gpu_variant v;
-    if (!gpu_persist_variant(s->persist, pv, npv, &v))
-        return brasa_fail(err, BRASA_EUNSUPPORTED, "%d product variants in one persistent "
-                          "kernel", npv);
-    long sl = env_int("BRASA_GPU_PERSIST_SLEEP", 0); /* (measurement) */
-    if (sl > 0 && v.n_defs < GV_MAX_DEFS)
-        v.defs[v.n_defs++] = (struct jit_def){"PSLEEP", sl};
-    struct pkern k = {.npv = npv, .pnw = s->persist};
-    memcpy(k.pv, pv, (size_t)npv * sizeof *pv);
-    brasa_status st = jit_module(&g->jit, v.tmpl, v.defs, v.n_defs, &k.mod, err);
-    int regs = 0, local = 0;
-    if (st == BRASA_OK && (st = jit_function(&g->jit, k.mod, "persist", &k.fn, &regs, &local,
-                                             err)) != BRASA_OK)
-        g->d.cuModuleUnload(k.mod);
-    if (st != BRASA_OK)
-        return brasa_wrap(err, st, "persistent kernel");
-    if (g->o.verbose)
-        fprintf(stderr, "brasa: persist: %d product variants, %d warps a block, %d registers, "
-                "%d local bytes\n", npv, k.pnw, regs, local);
-    g->pk[g->npk] = k;
-    *out = &g->pk[g->npk++];
-    return BRASA_OK;
-}
-
-static bool persistable(const struct launch *l)
-{
-    return persist_kind(l->kid) || (l->kid < 0 && l->mv && l->mv->dec == 1 && l->mv->xc);
-}
-
-/* Runs of at least two launches persist.cu can run (one-token plans) become one launch of its
- * kernel each: a block per SM, the run's launches as the steps of a program in device memory
- * (BRASA_GPU_PERSIST). */
-static brasa_status persist_runs(struct gpu_sess *s, struct plan *p, struct brasa_err *err)
-{
-    struct gpu *g = s->g;
-    int out = 0;
-    brasa_status st = BRASA_OK;
-    for (int k = 0; k < p->nl && st == BRASA_OK;) {
-        long pv[MAX_PV];
-        int npv = 0, e = k;
-        for (; e < p->nl && persistable(&p->l[e]); e++) {
-            const struct mv_kernel *m = p->l[e].mv;
-            if (!m)
-                continue;
-            long v = gpu_persist_pv(m->wtype, m->nr, m->nc, m->glu);
-            int j = 0;
-            while (j < npv && pv[j] != v)
-                j++;
-            if (j == npv && npv == MAX_PV)
-                break;
-            if (j == npv)
-                pv[npv++] = v;
-        }
-        if (e - k < 2 || p->nprog == MAX_PERSIST) { /* as they are */
-            for (int j = k; j < (e > k ? e : k + 1); j++)
-                p->l[out++] = p->l[j];
-            k = e > k ? e : k + 1;
-            continue;
-        }
-        struct pkern *pk = NULL;
-        if ((st = get_persist(s, pv, npv, &pk, err)) != BRASA_OK)
-            break;
-        int n = e - k, nt = pk->pnw * 32;
-        struct pins *prog = calloc((size_t)n, sizeof *prog);
-        if (!prog) {
-            st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
-            break;
-        }
-        unsigned shm = 0;
-        for (int j = 0; j < n; j++) {
-            const struct launch *l = &p->l[k + j];
-            struct pins *I = &prog[j];
-            memcpy(I->v, l->v, sizeof I->v);
-            I->gx = l->gx;
-            I->gy = l->gy;
-            I->gz = l->gz;
-            unsigned sm = l->shmem;
-            if (l->mv) {
-                long v = gpu_persist_pv(l->mv->wtype, l->mv->nr, l->mv->nc, l->mv->glu);
-                int slot = 0;
-                while (pv[slot] != v)
-                    slot++;
-                I->kind = PK_MV + slot;
-                long gpb = pk->pnw / l->mv->nc; /* lane groups a block */
-                I->v[21].i = (int)((l->groups + gpb - 1) / gpb);
-            } else {
-                I->kind = persist_kind(l->kid);
-                if (l->kid == K_ATTN) /* the output pass's sums: 16 floats a thread */
-                    sm += (unsigned)(16 * nt - 2048) * sizeof(float);
-            }
-            shm = sm > shm ? sm : shm;
-        }
-        CUdeviceptr d = 0;
-        if ((st = gmem_alloc(&g->mem, &d, (size_t)n * sizeof *prog, "persistent program",
-                             "plan", err)) ||
-            (st = DRV_CALL(&g->d, err, cuMemcpyHtoD, d, prog, (size_t)n * sizeof *prog))) {
-            free(prog);
-            if (d)
-                gmem_free(&g->mem, d);
-            break;
-        }
-        free(prog);
-        p->prog[p->nprog++] = d;
-        if (!allow_smem(g, pk->fn, shm)) {
-            st = brasa_fail(err, BRASA_EUNSUPPORTED, "persistent kernel: %u bytes of shared "
-                            "memory", shm);
-            break;
-        }
-        struct launch *l = &p->l[out++];
-        int node = p->l[e - 1].node;
-        memset(l, 0, sizeof *l);
-        l->fn = pk->fn;
-        l->kname = "persist";
-        l->kid = -1;
-        l->node = node;
-        l->gx = (unsigned)g->n_sm;
-        l->gy = l->gz = 1;
-        l->bx = (unsigned)nt;
-        l->shmem = shm;
-        l->v[l->nargs++].p = d;
-        l->v[l->nargs++].i = n;
-        l->v[l->nargs++].p = s->d_bar;
-        if (g->o.verbose)
-            fprintf(stderr, "brasa: persist: launches %d-%d as one (%d product variants, %u "
-                    "bytes of shared memory)\n", k, e - 1, npv, shm);
-        k = e;
-    }
-    if (st == BRASA_OK)
-        p->nl = out;
-    return st;
-}
-
-
 brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_ctx,
                               struct brasa_err *err)
 {
@@ -1832,13 +1626,6 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
                 p->l[kept++] = p->l[k];
         }
         p->nl = kept;
-    }
-    if (st == BRASA_OK && s->persist && g->n_tok == 1 && !s->prof && !s->dump) {
-        if (!s->d_bar && ((st = gmem_alloc(&gp->mem, &s->d_bar, 8, "persistent barrier",
-                                           "session", err)) == BRASA_OK))
-            st = DRV_CALL(&gp->d, err, cuMemsetD8Async, s->d_bar, 0, 8, s->st);
-        if (st == BRASA_OK)
-            st = persist_runs(s, p, err);
     }
     free(b.nuse);
     free(b.normsrc);

@@ -31,15 +31,13 @@ brasa_status jit_render(const char *tmpl, const struct jit_def *defs, int n, cha
     return BRASA_OK;
 }
 
-/* The kernel files of the build (.cuh and .cu: persist.cu includes ops.cu and mvd.cu),
- * offered to NVRTC as headers. */
+/* The .cuh files of the build, offered to NVRTC as headers. */
 static int collect_headers(const char **names, const char **srcs, int cap)
 {
     int n = 0;
     for (const struct embedded_file *f = embedded_files; f->path && n < cap; f++) {
         size_t l = strlen(f->path);
-        if ((l > 4 && strcmp(f->path + l - 4, ".cuh") == 0) ||
-            (l > 3 && strcmp(f->path + l - 3, ".cu") == 0)) {
+        if (l > 4 && strcmp(f->path + l - 4, ".cuh") == 0) {
             const char *slash = strrchr(f->path, '/');
             names[n] = slash ? slash + 1 : f->path;
             srcs[n] = f->data;
@@ -53,8 +51,8 @@ brasa_status jit_compile(const struct drv *d, const char *src, const char *tmpl,
                          bool lineinfo, void **image, size_t *size, struct brasa_err *err)
 {
     *image = NULL;
-    const char *hn[32], *hs[32];
-    int nh = collect_headers(hn, hs, 32);
+    const char *hn[16], *hs[16];
+    int nh = collect_headers(hn, hs, 16);
     nvrtcProgram prog;
     nvrtcResult r = d->nvrtcCreateProgram(&prog, src, tmpl, nh, hs, hn);
     if (r != 0)

@@ -44,27 +44,6 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
 
 int gpu_mvd_xc(unsigned wtype) { return wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_0; }
 
-int gpu_mvd_al(unsigned wtype) { return wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K; }
-
-long gpu_persist_pv(unsigned wtype, int nr, int ks, int glu)
-{
-    return (long)wtype | (long)nr << 8 | (long)ks << 12 | (long)glu << 16 |
-           (long)gpu_mvd_al(wtype) << 17;
-}
-
-int gpu_persist_variant(int pnw, const long *pv, int npv, struct gpu_variant *out)
-{
-    if (npv < 0 || npv > GV_MAX_DEFS - 3)
-        return 0;
-    static const char *const names[] = {"PV0", "PV1", "PV2", "PV3", "PV4", "PV5", "PV6", "PV7",
-                                        "PV8"};
-    *out = (struct gpu_variant){.tmpl = "persist.cu",
-                                .defs = {{"PNW", pnw}, {"PNV", npv}, {"PMAXA", 24}}};
-    for (int i = 0; i < npv; i++)
-        out->defs[3 + i] = (struct jit_def){names[i], pv[i]};
-    return counted(out, 1);
-}
-
 int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu_variant *out,
                      int cap)
 {
@@ -80,7 +59,7 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu
      * a round's activation loads go out together (7B Q4_K_M +2-5%; Q8_0 / Q4_0 lost 1-1.5%,
      * Q5_K would spill, the float types are not measured; BENCHMARKS.md) */
     int q5 = wtype == GGML_TYPE_Q5_K, nv = 2 + (wtype == GGML_TYPE_Q6_K && cap > 2);
-    int al = gpu_mvd_al(wtype);
+    int al = wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K;
     for (int v = 0; v < nv; v++) /* (Q6_K's AL rounds: up to 102 registers, 20 warps) */
         out[v] = (struct gpu_variant){.tmpl = "mvd.cu",
                                       .defs = {{"QT", (long)wtype},
@@ -161,18 +140,6 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);
-    /* persistent decode steps: a Q4_K_M file's products (Q4_K plain and gate+up, Q6_K) and a
-     * Q8_0 file's, at each block size brasa may take */
-    const long pk[3] = {gpu_persist_pv(GGML_TYPE_Q4_K, 2, 1, 0),
-                        gpu_persist_pv(GGML_TYPE_Q4_K, 2, 1, 1),
-                        gpu_persist_pv(GGML_TYPE_Q6_K, 2, 4, 0)};
-    const long p8[2] = {gpu_persist_pv(GGML_TYPE_Q8_0, 2, 2, 0),
-                        gpu_persist_pv(GGML_TYPE_Q8_0, 2, 1, 1)};
-    static const int pnw[5] = {8, 16, 20, 24, 32};
-    for (int i = 0; i < 5 && n + 2 <= cap; i++) {
-        n += gpu_persist_variant(pnw[i], pk, 3, out + n);
-        n += gpu_persist_variant(pnw[i], p8, 2, out + n);
-    }
     for (int hd = 64; hd <= 128 && n < cap; hd *= 2) /* prompt attention */
         out[n++] = (struct gpu_variant){.tmpl = "fa.cu", .defs = {{"HD", hd}}};
     return counted(out, n);

@@ -5,7 +5,7 @@
 #define BRASA_GPU_VARIANTS_H
 #include "gpu/jit.h"
 
-#define GV_MAX_DEFS 12
+#define GV_MAX_DEFS 10
 
 struct gpu_variant {
     const char *tmpl;                 /* "matvec.cu" */
@@ -24,13 +24,6 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu
                      int cap);
 /* Whether decode products of weight type wtype convert their own activation (mvd.cu XC). */
 int gpu_mvd_xc(unsigned wtype);
-/* Whether decode products of weight type wtype take mvd.cu's rounds without branches (AL). */
-int gpu_mvd_al(unsigned wtype);
-/* persist.cu: a decode product variant packed as its PV<i> parameter (mvd.cu's QT, NR, KS,
- * GLU and AL), and the kernel of pnw warps a block with the npv variants pv (at most 8); fills
- * out[0] and returns 1 (0: too many). */
-long gpu_persist_pv(unsigned wtype, int nr, int ks, int glu);
-int gpu_persist_variant(int pnw, const long *pv, int npv, struct gpu_variant *out);
 /* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up: candidates in
  * order of preference, for quantized weights with dq first those that dequantize into F16
  * tiles (they take quant_act's F16 activation and tiles of 128 rows); cap at least 6; returns

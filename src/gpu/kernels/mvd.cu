@@ -24,9 +24,6 @@
 // then activations, go out together).
 #include "common.cuh"
 
-#ifndef PERSIST
-#define PERSIST 0
-#endif
 #ifndef QT
 #define QT T_Q4_K
 #endif
@@ -54,9 +51,6 @@
 #endif
 #ifndef MB
 #define MB (32 / NW) // blocks per SM the register budget must allow (8 x 4 warps: 64 registers)
-#endif
-#ifndef XNL
-#define XNL 2 // XC: loads a thread has in flight for the RMSNorm's sum
 #endif
 
 #if QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
@@ -332,8 +326,8 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
     __shared__ double sh[32];
     const int nt = NW * 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float scale = 1.0f;
-    if (nw) { // the row's RMS (XNL loads a thread in flight: 2 where 64 registers hold no more)
-        const double s = block_sum_d(sumsq4<XNL>((const float4 *)x, k / 4, nt), sh);
+    if (nw) { // the row's RMS (2 loads a thread in flight: 64 registers hold no more here)
+        const double s = block_sum_d(sumsq4<2>((const float4 *)x, k / 4, nt), sh);
         scale = 1.0f / sqrtf((float)(s / k) + eps);
     }
 #if QUANT
@@ -585,12 +579,11 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
 // Grid: nblk = ceil(rows / NOUT / (NW / KS)) blocks; with XC fewer, each taking
 // ceil(nblk / gridDim.x) passes over its lane groups (dynamic shared memory: the converted
 // activation).
-// (persist.cu runs mvd_run inside its persistent kernel: PERSIST set, no kernel here)
-__device__ __forceinline__ void
-mvd_run(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
-        float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
-        const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
-        const float *normw, float eps, int nblk)
+extern "C" __global__ void __launch_bounds__(NW * 32, MB)
+mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
+    float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
+    const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
+    const float *normw, float eps, int nblk)
 {
     __shared__ float part[NW][NR];
 #if XC
@@ -610,51 +603,3 @@ mvd_run(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *x
              r1, r2, k, xin, normw, eps, part);
 #endif
 }
-
-#if !PERSIST
-extern "C" __global__ void __launch_bounds__(NW * 32, MB)
-mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
-    float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
-    const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
-    const float *normw, float eps, int nblk)
-{
-    mvd_run(W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res, rscale, r0, r1, r2, k, xin,
-            normw, eps, nblk);
-}
-#else
-// persist.cu: pass gb of the XC loop above, with the launch's arguments (mvd's, in order) read
-// from A, its program in global memory: read in each pass, they hold no registers across
-// passes (as kernel parameters would not)
-__device__ __forceinline__ void mvd_pass(const pargv *A, int gb)
-{
-    __shared__ float part[NW][NR];
-    extern __shared__ __align__(16) u8 xsm[];
-    const int k = A[17].i;
-    mv_block(gb, gb == 0, (const u8 *)A[0].p, (const u8 *)A[1].p, (const u8 *)A[2].p, xsm,
-             (const float *)(xsm + (QUANT ? k : 0)), (const int *)(xsm + (QUANT ? k + k / 8 : 0)),
-             (float *)A[6].p, (float *)A[7].p, (float *)A[8].p, (const float *)A[9].p,
-             (const float *)A[10].p, (const float *)A[11].p, (const float *)A[12].p, A[13].f,
-             A[14].i, A[15].i, A[16].i, k, (const float *)A[18].p, (const float *)A[19].p, A[20].f,
-             part);
-    if (KS > 1)
-        __syncthreads(); // (part is read before the next pass writes it)
-}
-// the next inclusion (persist.cu's next variant) sets these again
-#undef QT
-#undef NW
-#undef NR
-#undef U
-#undef KS
-#undef GLU
-#undef XC
-#undef AL
-#undef MB
-#undef PE
-#undef BE
-#undef PPB
-#undef QUANT
-#undef NOUT
-#undef GL
-#undef BSTEP
-#undef XNL
-#endif

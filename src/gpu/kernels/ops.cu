@@ -3,29 +3,13 @@
 // lives in device memory (pos[0]) so a captured graph replays for every token unchanged.
 #include "common.cuh"
 
-// OPK declares a kernel. persist.cu includes this file with PERSIST 1 to run the kernels up to
-// attn_merge inside its persistent kernel: each is then a device function that takes the
-// block index and grid it stands for (BIDX, GDIM) as its first two arguments, and the kernels
-// after attn_merge are left out.
-#ifndef PERSIST
-#define PERSIST 0
-#endif
-#if PERSIST
-#define OPK(name, ...) \
-    __device__ __forceinline__ void name(const uint3 BIDX, const uint3 GDIM, __VA_ARGS__)
-#else
-#define OPK(name, ...) extern "C" __global__ void name(__VA_ARGS__)
-#define BIDX blockIdx
-#define GDIM gridDim
-#endif
-
 // out[t][:] = deq(W[ids[t]][:]) * s (W planar, N blocks in all); grid (n_tok), block 256
-OPK(get_rows, const u8 *W, int wtype, long long N, int n, const int *ids,
+extern "C" __global__ void get_rows(const u8 *W, int wtype, long long N, int n, const int *ids,
                                     float s, float *out)
 {
     pdl_wait();
     pdl_launch();
-    int t = BIDX.x;
+    int t = blockIdx.x;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float v = deq1(wtype, W, N, n, ids[t], i);
         out[(long long)t * n + i] = s != 1.0f ? v * s : v;
@@ -34,13 +18,13 @@ OPK(get_rows, const u8 *W, int wtype, long long N, int n, const int *ids,
 
 // mode 0: rms_norm (x/sqrt(mean+eps) * w), 1: l2_norm (x/max(|x|,eps)),
 // 2: rms_norm_gate ((x*scale)*w * silu(z)); one block per group.
-OPK(norm_rows, const float *x, const float *w, const float *z, float *y, int gsz,
+extern "C" __global__ void norm_rows(const float *x, const float *w, const float *z, float *y, int gsz,
                                 float eps, int mode)
 {
     pdl_wait();
     pdl_launch();
     __shared__ double sh[32];
-    long long r = BIDX.x;
+    long long r = blockIdx.x;
     const float *xr = x + r * gsz;
     double s = 0;
     for (int i = threadIdx.x; i < gsz; i += blockDim.x)
@@ -59,13 +43,13 @@ OPK(norm_rows, const float *x, const float *w, const float *z, float *y, int gsz
 }
 
 // op: 0 add (a + b*s), 1 mul, 2 scale, 3 swiglu, 4 silu, 5 sigmoid_mul
-OPK(eltwise, const float *a, const float *b, float *o, long long n, float s,
+extern "C" __global__ void eltwise(const float *a, const float *b, float *o, long long n, float s,
                                    int op)
 {
     pdl_wait();
     pdl_launch();
-    for (long long i = BIDX.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)GDIM.x * blockDim.x) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
         float x = a[i], r;
         switch (op) {
         case 0: r = x + b[i] * s; break;
@@ -80,13 +64,13 @@ OPK(eltwise, const float *a, const float *b, float *o, long long n, float s,
 }
 
 // out[i0 + n0*(i1 + n1*i2)] = a[off + i0 + i1*s1 + i2*s2]
-OPK(view, const float *a, float *o, long long n, int off, int n0, int n1,
+extern "C" __global__ void view(const float *a, float *o, long long n, int off, int n0, int n1,
                                 int s1, int s2)
 {
     pdl_wait();
     pdl_launch();
-    for (long long i = BIDX.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)GDIM.x * blockDim.x) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
         long long i0 = i % n0, r = i / n0, i1 = r % n1, i2 = r / n1;
         o[i] = a[off + i0 + i1 * s1 + i2 * s2];
     }
@@ -129,15 +113,15 @@ __device__ __forceinline__ void rope_elem(const float *x, float *y, int e, int n
 }
 
 // RoPE of q and (optionally) k with the K-cache write (yk NULL: the cache only), and
-// (optionally) the V-cache write, for token BIDX.x at position pos[0] + t: RoPE fused with
+// (optionally) the V-cache write, for token blockIdx.x at position pos[0] + t: RoPE fused with
 // the KV write, one launch per layer.
-// The token's elements (q, then k, then v) are spread over GDIM.y blocks, one per thread.
+// The token's elements (q, then k, then v) are spread over gridDim.y blocks, one per thread.
 // Angles as the CPU backend (and ggml) make them: theta_i = pos * ts^i by repeated float
 // multiplication (one thread, cheap), then sin/cos of every angle in parallel; each block
 // makes its own.
 // dynamic shared: n_rot/2 * 3 floats. block 256, grid (tokens, 1 or ceil((neq + nek + nev) /
 // 256)).
-OPK(rope, const float *xq, float *yq, int neq, void *qcache,
+extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcache,
                                 const float *xk, float *yk, int nek, void *kcache,
                                 const float *xv, void *vcache, int nev, const int *pos, int hd,
                                 int n_rot, int mode, float theta_scale, int kv_f16)
@@ -145,7 +129,7 @@ OPK(rope, const float *xq, float *yq, int neq, void *qcache,
     pdl_wait();
     pdl_launch();
     extern __shared__ float sm[];
-    int t = BIDX.x, half = n_rot / 2;
+    int t = blockIdx.x, half = n_rot / 2;
     float *cs = sm, *th = sm + 2 * half;
     long long row = pos[0] + t;
     if (threadIdx.x == 0) {
@@ -163,7 +147,7 @@ OPK(rope, const float *xq, float *yq, int neq, void *qcache,
     __syncthreads();
     const float *xqt = xq + (long long)t * neq, *xkt = xk + (long long)t * nek;
     float *yqt = yq + (long long)t * neq, *ykt = yk ? yk + (long long)t * nek : nullptr;
-    if (GDIM.y == 1) {
+    if (gridDim.y == 1) {
         // one block per token: q first, then k and v. k's output may lie where q's input was
         // (the arena gives q's buffer away once the q rope, its last reader, has run), hence
         // the barrier; the host spreads the token over blocks only where they do not overlap.
@@ -176,7 +160,7 @@ OPK(rope, const float *xq, float *yq, int neq, void *qcache,
             cache_put(vcache, row * nev + e, xv[(long long)t * nev + e], kv_f16);
         return;
     }
-    int e = BIDX.y * blockDim.x + threadIdx.x; // of q, then k, then v
+    int e = blockIdx.y * blockDim.x + threadIdx.x; // of q, then k, then v
     if (e < neq) {
         rope_elem(xqt, yqt, e, neq, hd, n_rot, mode, cs, qcache, row, kv_f16);
         return;
@@ -192,14 +176,14 @@ OPK(rope, const float *xq, float *yq, int neq, void *qcache,
 }
 
 // cache rows pos0 .. pos0+n_tok-1 = x; grid-stride over n_tok*w
-OPK(kv_store, const float *x, void *cache, const int *pos, int w,
+extern "C" __global__ void kv_store(const float *x, void *cache, const int *pos, int w,
                                     long long n, int kv_f16)
 {
     pdl_wait();
     pdl_launch();
     long long base = (long long)pos[0] * w;
-    for (long long i = BIDX.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)GDIM.x * blockDim.x) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
         cache_put(cache, base + i, x[i], kv_f16);
     }
 }
@@ -207,17 +191,17 @@ OPK(kv_store, const float *x, void *cache, const int *pos, int w,
 // Causal attention over the cache, one block per (query token, head, sequence split).
 // With splits > 1, each block covers a slice of the rows and writes its partial (max, sum,
 // unnormalised output) to part[]; attn_merge combines them.
-// dynamic shared: (slice + hd) floats, and 16 more a thread (rounded slice) for an F16 cache
-// with hd 16, 32, 64 or 128 (the output pass's thread groups of hd / 16 must divide the
-// block's threads). block 128 (persist.cu: its own).
-OPK(attn, const float *Q, const void *Kc, const void *Vc, float *O,
+// dynamic shared: (slice + hd) floats, and 2048 more (rounded slice) for an F16 cache with hd
+// 16, 32, 64 or 128 (the output pass's thread groups of hd / 16 must divide the 128 threads).
+// block 128.
+extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, float *O,
                                 const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
                                 int splits, float *part)
 {
     extern __shared__ float sm[];
     __shared__ float red[32];
     __shared__ double redd[32];
-    int t = BIDX.x, h = BIDX.y, sp = BIDX.z;
+    int t = blockIdx.x, h = blockIdx.y, sp = blockIdx.z;
     // (pos is copied in before the step's first kernel: it may be read before the wait)
     int npos = pos[0] + t + 1, kvw = nkv * hd, kvh = h / (nh / nkv);
     int chunk = (npos + splits - 1) / splits;
@@ -317,12 +301,11 @@ OPK(attn, const float *Q, const void *Kc, const void *Vc, float *O,
     // this block's output: the head's row of O, or (splits > 1) its partial after (max, sum)
     float *orow = splits == 1 ? O + ((long long)t * nh + h) * hd
                               : part + (((long long)t * nh + h) * splits + sp) * (hd + 2) + 2;
-    if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128) &&
-        blockDim.x % (hd / 16) == 0 && blockDim.x <= 1024) {
+    if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128) && blockDim.x == 128) {
         // output, F16 cache: thread = (row group, 16 columns); each reads its rows' 32-byte
         // pieces (two rows at a time), then the row groups' sums are added in shared memory
-        // (red2: 16 floats a thread after the scores)
-        const int ncg = hd / 16, nrg = (int)blockDim.x / ncg, cg = threadIdx.x % ncg, rg = threadIdx.x / ncg;
+        // (red2: 2048 floats after the scores)
+        const int ncg = hd / 16, nrg = 128 / ncg, cg = threadIdx.x % ncg, rg = threadIdx.x / ncg;
         float o[16];
 #pragma unroll
         for (int i = 0; i < 16; i++)
@@ -410,13 +393,11 @@ OPK(attn, const float *Q, const void *Kc, const void *Vc, float *O,
 }
 
 // grid (n_tok, nh), block hd
-OPK(attn_merge, const float *part, float *O, int nh, int hd, int splits)
+extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int hd, int splits)
 {
     pdl_wait();
     pdl_launch();
-    int t = BIDX.x, h = BIDX.y, d = threadIdx.x;
-    if (d >= hd)
-        return;
+    int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
     const float *pp = part + ((long long)t * nh + h) * splits * (hd + 2);
     float mx = -INFINITY;
     for (int s = 0; s < splits; s++)
@@ -431,17 +412,17 @@ OPK(attn_merge, const float *part, float *O, int nh, int hd, int splits)
         sum += (double)pp[s * (hd + 2) + 1] * f;
         o += pp[s * (hd + 2) + 2 + d] * f;
     }
-    O[((long long)t * nh + h) * hd + d] = o * (float)(1.0 / sum);
+    if (d < hd)
+        O[((long long)t * nh + h) * hd + d] = o * (float)(1.0 / sum);
 }
 
-#if !PERSIST
 // Causal depthwise conv with rolling state; one thread per channel.
 extern "C" __global__ void conv1d(const float *x, const float *w, float *st, float *o, int C,
                                   int T, int K)
 {
     pdl_wait();
     pdl_launch();
-    int ch = BIDX.x * blockDim.x + threadIdx.x;
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= C)
         return;
     int S = K - 1;
@@ -462,7 +443,7 @@ extern "C" __global__ void gates(const float *al, const float *be, const float *
 {
     pdl_wait();
     pdl_launch();
-    int i = BIDX.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= H * T)
         return;
     int t = i / H, h = i % H;
@@ -480,7 +461,7 @@ extern "C" __global__ void deltanet(const float *Q, const float *Kx, const float
     pdl_wait();
     pdl_launch();
     extern __shared__ float kq[]; // [2][dk]
-    int h = BIDX.x, i = threadIdx.x, kh = h % nkh;
+    int h = blockIdx.x, i = threadIdx.x, kh = h % nkh;
     float *M = state + ((long long)h * dv + i) * dk;
     float qs = 1.0f / sqrtf((float)dk);
     for (int t = 0; t < T; t++) {
@@ -670,4 +651,3 @@ extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, c
         out[TK_MAX + tid] = __float_as_int(x[id]);
     }
 }
-#endif // !PERSIST

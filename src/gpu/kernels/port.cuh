@@ -255,22 +255,15 @@ __device__ __forceinline__ void prefetch_l2(const void *p)
 // writes are visible: every kernel calls it before it reads what an earlier kernel wrote or
 // writes anything (weights, which nothing writes, may be read before). pdl_launch() lets the
 // next kernel start. Both do nothing on older GPUs, on AMD, and without the attribute.
-// Inside persist.cu's kernel (PERSIST_WAIT set), pdl_wait() waits for the previous step of
-// its program instead, and pdl_launch() does nothing.
-#ifdef PERSIST_WAIT
-__device__ __forceinline__ void PERSIST_WAIT();
-#endif
 __device__ __forceinline__ void pdl_wait()
 {
-#ifdef PERSIST_WAIT
-    PERSIST_WAIT();
-#elif !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void pdl_launch()
 {
-#if !defined(PERSIST_WAIT) && !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
