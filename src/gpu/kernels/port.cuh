@@ -250,6 +250,16 @@ __device__ __forceinline__ void prefetch_l2(const void *p)
 #endif
 }
 
+// The same into the SM's L1 (the line is read again by this block soon). Nothing on AMD.
+__device__ __forceinline__ void prefetch_l1(const void *p)
+{
+#if !BRASA_HIP
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#else
+    (void)p;
+#endif
+}
+
 // Programmatic dependent launch (sm_90): a kernel launched with the attribute may start while
 // the previous one drains. pdl_wait() returns once the previous kernel has finished and its
 // writes are visible: every kernel calls it before it reads what an earlier kernel wrote or
