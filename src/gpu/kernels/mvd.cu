@@ -331,7 +331,7 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
         // the norm weights this lane converts with are asked into L1 now, and the sum's loads
         // bring the row there too: the conversion below then waits on L1, not on L2 again
         for (int e = warp * 256 + lane * 8; e < k; e += NW * 256)
-            prefetch_l1(nw + e);
+            prefetch_line(nw + e, true);
 #endif
         const double s = block_sum_d(sumsq4<2>((const float4 *)x, k / 4, nt), sh);
         scale = 1.0f / sqrtf((float)(s / k) + eps);
