@@ -327,12 +327,6 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
     const int nt = NW * 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float scale = 1.0f;
     if (nw) { // the row's RMS (2 loads a thread in flight: 64 registers hold no more here)
-#if QUANT
-        // the norm weights this lane converts with are asked into L1 now, and the sum's loads
-        // bring the row there too: the conversion below then waits on L1, not on L2 again
-        for (int e = warp * 256 + lane * 8; e < k; e += NW * 256)
-            prefetch_line(nw + e, true);
-#endif
         const double s = block_sum_d(sumsq4<2>((const float4 *)x, k / 4, nt), sh);
         scale = 1.0f / sqrtf((float)(s / k) + eps);
     }

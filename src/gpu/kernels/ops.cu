@@ -212,8 +212,8 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x)
         for (int o = 0; o < hd * es; o += 128) {
             const long long off = ((long long)j * kvw + (long long)kvh * hd) * es + o;
-            prefetch_line((const char *)Kc + off, false);
-            prefetch_line((const char *)Vc + off, false);
+            prefetch_l2((const char *)Kc + off);
+            prefetch_l2((const char *)Vc + off);
         }
     pdl_wait();
     pdl_launch();

@@ -240,17 +240,13 @@ __device__ __forceinline__ unsigned hsub_fma2(unsigned h, unsigned c, unsigned a
 }
 
 // Asks for the 128-byte line at p to be brought into L2 (the point where every SM's writes
-// meet, so it never shows a stale value) or with l1 into this SM's L1 (a line this block reads
-// again soon); returns at once. Nothing on AMD.
-__device__ __forceinline__ void prefetch_line(const void *p, bool l1)
+// meet, so it never shows a stale value); returns at once. Nothing on AMD.
+__device__ __forceinline__ void prefetch_l2(const void *p)
 {
 #if !BRASA_HIP
-    if (l1)
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-    else
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 #else
-    (void)p, (void)l1;
+    (void)p;
 #endif
 }
 
