@@ -1,10 +1,11 @@
-/* GPU kernel benchmark: the device-to-device copy bandwidth (the roofline), then per weight
+/* GPU kernel benchmark: the device-to-device copy bandwidth (the roofline), what a dependent
+ * launch costs (chains of launches that do next to nothing), then per weight
  * format the bandwidth of a chain of matrix-vector products (one decode-like step over
  * several hundred MB of weights, so nothing stays in L2), with the graph executor (one CUDA
  * graph per step) and the eager one (a launch per kernel), and for a batch of 8 and 64
  * columns. Prints a table; needs a GPU (exits 0 with a message without one).
  *
- *   build/bench/bench_gpu [--quick] */
+ *   build/bench/bench_gpu [--quick | --launch]   (--launch: only the dependent-launch chains) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,29 @@ static int build(struct chain *c, uint32_t t, const int dims[2], int nl, int n_t
     }
     c->g.out = x;
     c->g.n_out = n_tok;
+    return graph_ok(&c->g) && graph_plan(&c->g, &err) == BRASA_OK;
+}
+
+/* x = emb[tok]; then nl dependent scalings x = x * 1 of dim floats: a chain of launches that
+ * each do almost nothing (what a dependent launch itself costs). */
+static int build_scales(struct chain *c, int dim, int nl, float *emb)
+{
+    memset(c, 0, sizeof *c);
+    struct brasa_err err;
+    if (graph_init(&c->g, 1, &err) != BRASA_OK)
+        return 0;
+    int in = graph_add(&c->g, GOP_INPUT, "tokens", -1, -1, -1, -1, 1, 1);
+    c->g.nodes[in].p.i[0] = GIN_TOKENS;
+    int e = graph_add(&c->g, GOP_WEIGHT, "emb", -1, -1, -1, -1, dim, 16);
+    c->g.nodes[e].data = emb;
+    c->g.nodes[e].type = 0;
+    int x = graph_add(&c->g, GOP_GET_ROWS, "x0", e, in, -1, -1, dim, 1);
+    for (int l = 0; l < nl; l++) {
+        x = graph_addf(&c->g, GOP_SCALE, x, -1, -1, -1, dim, 1, "s%d", l);
+        c->g.nodes[x].p.f[0] = 1.0f;
+    }
+    c->g.out = x;
+    c->g.n_out = 1;
     return graph_ok(&c->g) && graph_plan(&c->g, &err) == BRASA_OK;
 }
 
@@ -185,6 +209,45 @@ int main(int argc, char **argv)
     static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K,
                                      GGML_TYPE_Q5_K, GGML_TYPE_Q4_0, GGML_TYPE_F16,
                                      GGML_TYPE_BF16};
+    /* what a dependent launch costs: chains of 256 launches that do next to nothing (a
+     * scaling of 1536 floats), and of 256 products of 256 x 256 Q8_0 weights */
+    {
+        enum { NL = 256, D = 1536 };
+        float *emb = malloc((size_t)D * 16 * 4);
+        for (int i = 0; i < D * 16; i++)
+            emb[i] = rndf();
+        void *w[NL];
+        for (int l = 0; l < NL; l++)
+            w[l] = rand_weights(GGML_TYPE_Q8_0, 256, 256);
+        struct chain ce, cp;
+        const int d256[2] = {256, 256};
+        if (!build_scales(&ce, D, NL, emb) || !build(&cp, GGML_TYPE_Q8_0, d256, NL, 1, w, emb)) {
+            printf("bench_gpu: graph build failed\n");
+            return 1;
+        }
+        struct gpu_sess *s = sess_with(g, ""), *s1 = sess_with(g, "BRASA_GPU_PDL=0");
+        if (!s || !s1 || !prepare(s, &ce) || !prepare(s, &cp) || !prepare(s1, &ce) ||
+            !prepare(s1, &cp))
+            return 1;
+        printf("Dependent launches (chains of %d; us a launch): graph with PDL, graph without, "
+               "eager\n\n| chain | graph | no PDL | eager |\n|---|---:|---:|---:|\n", NL);
+        struct chain *cs[2] = {&ce, &cp};
+        static const char *const cn[2] = {"scale 1536 floats", "product 256 x 256 Q8_0"};
+        for (int i = 0; i < 2; i++)
+            printf("| %s | %.2f | %.2f | %.2f |\n", cn[i],
+                   time_runs(s, cs[i], false, 20) * 1e3 / NL,
+                   time_runs(s1, cs[i], false, 20) * 1e3 / NL,
+                   time_runs(s, cs[i], true, 5) * 1e3 / NL);
+        printf("\n");
+        fflush(stdout);
+        gpu_sess_free(s1);
+        gpu_sess_free(s);
+        graph_free(&ce.g);
+        graph_free(&cp.g);
+        free(emb); /* (the weights stay allocated: see below) */
+        if (argc > 1 && !strcmp(argv[1], "--launch"))
+            return 0;
+    }
     int nl = quick ? 8 : 24;
     printf("Decode products: mvd = the decode kernel (mvd.cu), mv = matvec.cu with one column\n"
            "(BRASA_GPU_MVD=0); no PDL = mvd without programmatic dependent launch\n"
