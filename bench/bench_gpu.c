@@ -190,6 +190,44 @@ static double agreement(struct gpu_sess *a, struct gpu_sess *b, struct chain *c,
     return worst;
 }
 
+/* What a dependent launch costs: chains of 256 launches that do next to nothing (a scaling of
+ * 1536 floats), and of 256 products of 256 x 256 Q8_0 weights; a failure is reported and the
+ * rest of the benchmark goes on. */
+static void launch_chains(struct gpu *g)
+{
+    enum { NL = 256, D = 1536 };
+    float *emb = malloc((size_t)D * 16 * 4);
+    for (int i = 0; i < D * 16; i++)
+        emb[i] = rndf();
+    void *w[NL];
+    for (int l = 0; l < NL; l++)
+        w[l] = rand_weights(GGML_TYPE_Q8_0, 256, 256);
+    struct chain ce = {0}, cp = {0};
+    const int d256[2] = {256, 256};
+    struct gpu_sess *s = NULL, *s1 = NULL;
+    if (!build_scales(&ce, D, NL, emb) || !build(&cp, GGML_TYPE_Q8_0, d256, NL, 1, w, emb)) {
+        printf("bench_gpu: launch chains: graph build failed\n\n");
+    } else if ((s = sess_with(g, "")) && (s1 = sess_with(g, "BRASA_GPU_PDL=0")) &&
+               prepare(s, &ce) && prepare(s, &cp) && prepare(s1, &ce) && prepare(s1, &cp)) {
+        printf("Dependent launches (chains of %d; us a launch): graph with PDL, graph without, "
+               "eager\n\n| chain | graph | no PDL | eager |\n|---|---:|---:|---:|\n", NL);
+        struct chain *cs[2] = {&ce, &cp};
+        static const char *const cn[2] = {"scale 1536 floats", "product 256 x 256 Q8_0"};
+        for (int i = 0; i < 2; i++)
+            printf("| %s | %.2f | %.2f | %.2f |\n", cn[i],
+                   time_runs(s, cs[i], false, 20) * 1e3 / NL,
+                   time_runs(s1, cs[i], false, 20) * 1e3 / NL,
+                   time_runs(s, cs[i], true, 5) * 1e3 / NL);
+        printf("\n");
+    }
+    fflush(stdout);
+    gpu_sess_free(s1);
+    gpu_sess_free(s);
+    graph_free(&ce.g);
+    graph_free(&cp.g);
+    free(emb); /* (the weights stay allocated: the backend keys its device copies by address) */
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
@@ -209,45 +247,9 @@ int main(int argc, char **argv)
     static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K,
                                      GGML_TYPE_Q5_K, GGML_TYPE_Q4_0, GGML_TYPE_F16,
                                      GGML_TYPE_BF16};
-    /* what a dependent launch costs: chains of 256 launches that do next to nothing (a
-     * scaling of 1536 floats), and of 256 products of 256 x 256 Q8_0 weights */
-    {
-        enum { NL = 256, D = 1536 };
-        float *emb = malloc((size_t)D * 16 * 4);
-        for (int i = 0; i < D * 16; i++)
-            emb[i] = rndf();
-        void *w[NL];
-        for (int l = 0; l < NL; l++)
-            w[l] = rand_weights(GGML_TYPE_Q8_0, 256, 256);
-        struct chain ce, cp;
-        const int d256[2] = {256, 256};
-        if (!build_scales(&ce, D, NL, emb) || !build(&cp, GGML_TYPE_Q8_0, d256, NL, 1, w, emb)) {
-            printf("bench_gpu: graph build failed\n");
-            return 1;
-        }
-        struct gpu_sess *s = sess_with(g, ""), *s1 = sess_with(g, "BRASA_GPU_PDL=0");
-        if (!s || !s1 || !prepare(s, &ce) || !prepare(s, &cp) || !prepare(s1, &ce) ||
-            !prepare(s1, &cp))
-            return 1;
-        printf("Dependent launches (chains of %d; us a launch): graph with PDL, graph without, "
-               "eager\n\n| chain | graph | no PDL | eager |\n|---|---:|---:|---:|\n", NL);
-        struct chain *cs[2] = {&ce, &cp};
-        static const char *const cn[2] = {"scale 1536 floats", "product 256 x 256 Q8_0"};
-        for (int i = 0; i < 2; i++)
-            printf("| %s | %.2f | %.2f | %.2f |\n", cn[i],
-                   time_runs(s, cs[i], false, 20) * 1e3 / NL,
-                   time_runs(s1, cs[i], false, 20) * 1e3 / NL,
-                   time_runs(s, cs[i], true, 5) * 1e3 / NL);
-        printf("\n");
-        fflush(stdout);
-        gpu_sess_free(s1);
-        gpu_sess_free(s);
-        graph_free(&ce.g);
-        graph_free(&cp.g);
-        free(emb); /* (the weights stay allocated: see below) */
-        if (argc > 1 && !strcmp(argv[1], "--launch"))
-            return 0;
-    }
+    launch_chains(g);
+    if (argc > 1 && !strcmp(argv[1], "--launch"))
+        return 0;
     int nl = quick ? 8 : 24;
     printf("Decode products: mvd = the decode kernel (mvd.cu), mv = matvec.cu with one column\n"
            "(BRASA_GPU_MVD=0); no PDL = mvd without programmatic dependent launch\n"
