@@ -60,21 +60,39 @@ static void *rand_weights(uint32_t t, int rows, int k)
     return w;
 }
 
+/* A chain's start: x = emb[tok] (dim floats a token, emb of 16 rows); returns x's node, -1 on
+ * failure */
+static int chain_start(struct chain *c, int dim, int n_tok, float *emb)
+{
+    memset(c, 0, sizeof *c);
+    struct brasa_err err;
+    if (graph_init(&c->g, n_tok, &err) != BRASA_OK)
+        return -1;
+    int in = graph_add(&c->g, GOP_INPUT, "tokens", -1, -1, -1, -1, n_tok, 1);
+    c->g.nodes[in].p.i[0] = GIN_TOKENS;
+    int e = graph_add(&c->g, GOP_WEIGHT, "emb", -1, -1, -1, -1, dim, 16);
+    c->g.nodes[e].data = emb;
+    c->g.nodes[e].type = 0;
+    return graph_add(&c->g, GOP_GET_ROWS, "x0", e, in, -1, -1, dim, n_tok);
+}
+
+/* A chain's end: x is the output; plans the graph (1 if it is sound) */
+static int chain_end(struct chain *c, int x, int n_tok)
+{
+    struct brasa_err err;
+    c->g.out = x;
+    c->g.n_out = n_tok;
+    return graph_ok(&c->g) && graph_plan(&c->g, &err) == BRASA_OK;
+}
+
 /* x = emb[tok]; then nl products of type t over the weights w[0..nl): product l has dims
  * dims[l % 2] x dims[(l + 1) % 2] (k x rows), so a square chain has dims[0] == dims[1]. */
 static int build(struct chain *c, uint32_t t, const int dims[2], int nl, int n_tok, void **w,
                  float *emb)
 {
-    memset(c, 0, sizeof *c);
-    struct brasa_err err;
-    if (graph_init(&c->g, n_tok, &err) != BRASA_OK)
+    int x = chain_start(c, dims[0], n_tok, emb);
+    if (x < 0)
         return 0;
-    int in = graph_add(&c->g, GOP_INPUT, "tokens", -1, -1, -1, -1, n_tok, 1);
-    c->g.nodes[in].p.i[0] = GIN_TOKENS;
-    int e = graph_add(&c->g, GOP_WEIGHT, "emb", -1, -1, -1, -1, dims[0], 16);
-    c->g.nodes[e].data = emb;
-    c->g.nodes[e].type = 0;
-    int x = graph_add(&c->g, GOP_GET_ROWS, "x0", e, in, -1, -1, dims[0], n_tok);
     for (int l = 0; l < nl; l++) {
         int k = dims[l % 2], rows = dims[(l + 1) % 2];
         c->bytes += (double)qtype_row_bytes(t, k) * rows;
@@ -83,32 +101,21 @@ static int build(struct chain *c, uint32_t t, const int dims[2], int nl, int n_t
         c->g.nodes[wn].type = t;
         x = graph_addf(&c->g, GOP_MATMUL, x, wn, -1, -1, rows, n_tok, "mm%d", l);
     }
-    c->g.out = x;
-    c->g.n_out = n_tok;
-    return graph_ok(&c->g) && graph_plan(&c->g, &err) == BRASA_OK;
+    return chain_end(c, x, n_tok);
 }
 
 /* x = emb[tok]; then nl dependent scalings x = x * 1 of dim floats: a chain of launches that
  * each do almost nothing (what a dependent launch itself costs). */
 static int build_scales(struct chain *c, int dim, int nl, float *emb)
 {
-    memset(c, 0, sizeof *c);
-    struct brasa_err err;
-    if (graph_init(&c->g, 1, &err) != BRASA_OK)
+    int x = chain_start(c, dim, 1, emb);
+    if (x < 0)
         return 0;
-    int in = graph_add(&c->g, GOP_INPUT, "tokens", -1, -1, -1, -1, 1, 1);
-    c->g.nodes[in].p.i[0] = GIN_TOKENS;
-    int e = graph_add(&c->g, GOP_WEIGHT, "emb", -1, -1, -1, -1, dim, 16);
-    c->g.nodes[e].data = emb;
-    c->g.nodes[e].type = 0;
-    int x = graph_add(&c->g, GOP_GET_ROWS, "x0", e, in, -1, -1, dim, 1);
     for (int l = 0; l < nl; l++) {
         x = graph_addf(&c->g, GOP_SCALE, x, -1, -1, -1, dim, 1, "s%d", l);
         c->g.nodes[x].p.f[0] = 1.0f;
     }
-    c->g.out = x;
-    c->g.n_out = 1;
-    return graph_ok(&c->g) && graph_plan(&c->g, &err) == BRASA_OK;
+    return chain_end(c, x, 1);
 }
 
 static double time_runs(struct gpu_sess *s, struct chain *c, bool eager, int reps)

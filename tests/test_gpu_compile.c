@@ -96,6 +96,7 @@ TEST(compile_every_variant)
             if (!strcmp(v[i].tmpl, only))
                 v[k++] = v[i];
         j.n = k;
+        REQUIRE(j.n > 0); /* (a name no variant has is a mistake, not a pass) */
     }
     int nth = 2;
     const char *e = getenv("BRASA_TEST_THREADS");
