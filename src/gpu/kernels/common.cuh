@@ -138,6 +138,30 @@ __device__ __forceinline__ float q8k_warp(const float *v, int lane, int *q)
     return am != 0.0f ? 1.0f / iscale : 0.0f;
 }
 
+// q8k_warp, stored as block b of quant_act's mode 1: the lane's 8 int8 values at xq[8 lane +
+// 256 b] (one 8-byte store), the sums of each 16 values at xs[16 b ..], d repeated for each
+// 32 values at xd[8 b ..]. Fills q and returns d as q8k_warp.
+__device__ __forceinline__ float q8k_store(const float *v, int lane, int *q, i8 *xq, float *xd,
+                                           int *xs, int b)
+{
+    const float d = q8k_warp(v, lane, q);
+    u32 w0 = 0, w1 = 0;
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        w0 |= (u32)(q[j] & 0xff) << (8 * j);
+        w1 |= (u32)(q[j + 4] & 0xff) << (8 * j);
+        sum += q[j] + q[j + 4];
+    }
+    *(uint2 *)(xq + b * 256 + lane * 8) = make_uint2(w0, w1);
+    sum += shfl_xor(sum, 1);
+    if (!(lane & 1))
+        xs[b * 16 + lane / 2] = sum;
+    if (lane < 8)
+        xd[b * 8 + lane] = d;
+    return d;
+}
+
 // Block sizes in bytes and elements (ggml layouts)
 //   Q4_0: half d; u8 qs[16]                       32 elements, 18 bytes
 //   Q8_0: half d; i8 qs[32]                       32 elements, 34 bytes

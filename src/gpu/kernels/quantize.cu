@@ -83,24 +83,18 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
 #pragma unroll
             for (int j = 0; j < 8; j++) // lane holds elements lane*8 .. lane*8+7
                 v[j] = XV(j);
-            const float dq = q8k_warp(v, lane, q);
-            int sum = 0;
-            u32 hq[4]; // the 8 values as F16 pairs: one 16-byte store
+            const float dq = q8k_store(v, lane, q, xq + (i64)c * k, xd + (i64)c * (k / 32),
+                                       xs + (i64)c * (k / 16), b);
+            if (xh) { // the 8 values as F16 pairs: one 16-byte store
+                u32 hq[4];
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                xq[(i64)c * k + b * 256 + lane * 8 + j] = (i8)q[j];
-                const u32 h = f2h(xdq ? (float)q[j] * dq : (float)q[j]);
-                hq[j / 2] = j & 1 ? hq[j / 2] | (h << 16) : h;
-                sum += q[j];
-            }
-            if (xh)
+                for (int j = 0; j < 8; j++) {
+                    const u32 h = f2h(xdq ? (float)q[j] * dq : (float)q[j]);
+                    hq[j / 2] = j & 1 ? hq[j / 2] | (h << 16) : h;
+                }
                 *(uint4 *)(xh + (i64)c * k + b * 256 + lane * 8) =
                     make_uint4(hq[0], hq[1], hq[2], hq[3]);
-            sum += shfl_xor(sum, 1);
-            if (!(lane & 1))
-                xs[(i64)c * (k / 16) + b * 16 + lane / 2] = sum;
-            if (lane < 8)
-                xd[(i64)c * (k / 32) + b * 8 + lane] = dq;
+            }
         }
     } else {
 #pragma unroll
