@@ -298,18 +298,6 @@ TEST(decode_conversion_in_product)
     decode_pair("Q8_0", env, 1e-5, "in-product and quant_act conversion");
 }
 
-/* Decode products that convert their output for the next product (mvd.cu QO: the K formats'
- * activations, with the next RMSNorm's division left to that product) against quant_act:
- * the same values but for the norm's scale applied after the int8 rounding instead of
- * before, so an int8 value may differ by one where a value sits at a rounding boundary. */
-TEST(decode_conversion_in_producer)
-{
-    if (!gpu_present())
-        SKIP("no GPU driver or device");
-    static const char *const env[] = {"BRASA_GPU_MVD_QO", "0", NULL};
-    decode_pair("Q4_K_M", env, 1e-3, "producer and quant_act conversion");
-}
-
 /* A 2048-position context (attention split along the sequence in decode) and an F16 cache,
  * against the CPU backend with the same cache type. */
 TEST(long_context_f16_cache)
@@ -423,5 +411,4 @@ TEST(device_candidates)
 }
 
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
-          T(decode_conversion_in_producer),
           T(long_context_f16_cache), T(device_candidates))

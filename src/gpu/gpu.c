@@ -112,7 +112,7 @@ struct gpu {
     pthread_mutex_t mu;
 };
 
-#define MAX_ARGS 32
+#define MAX_ARGS 24
 union argv {
     CUdeviceptr p;
     int i;
@@ -163,8 +163,6 @@ struct gpu_sess {
     CUdeviceptr d_io;        /* [1 + tok_cap] int32: the position, then the batch's tokens */
     CUdeviceptr d_pos, d_tok; /* into d_io */
     CUdeviceptr d_cnt;       /* [MMT_SPLIT_TILES] int32, zero between launches: mmt's counts */
-    CUdeviceptr d_qcnt;      /* [qcnt_n] uint32, zero between launches: mvd.cu QO's counts */
-    size_t qcnt_n;
     int tok_cap;
     int32_t *h_io;           /* pinned staging of d_io */
     struct plan plans[MAX_PLANS];
@@ -186,8 +184,6 @@ struct gpu_sess {
                               * XC): 1 those gpu_mvd_xc names, 0 none, 2 every one, 3
                               * those and every other of rows up to 8192
                               * (BRASA_GPU_MVD_XC) */
-    bool mvd_qo;             /* decode products that convert their output for the next one
-                              * (mvd.cu QO; BRASA_GPU_MVD_QO=0: off) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
@@ -575,7 +571,6 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
-    s->mvd_qo = !env_is("BRASA_GPU_MVD_QO", "0");
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
@@ -637,7 +632,6 @@ void gpu_sess_free(struct gpu_sess *s)
     gmem_free(&g->mem, s->ws);
     gmem_free(&g->mem, s->d_io);
     gmem_free(&g->mem, s->d_cnt);
-    gmem_free(&g->mem, s->d_qcnt);
     gmem_free(&g->mem, s->d_top);
     if (s->ev0)
         g->d.cuEventDestroy(s->ev0);
@@ -744,13 +738,6 @@ struct pb {
     int *glu;        /* MATMUL (gate): the SWIGLU its launch writes (with the up MATMUL), or -1 */
     bool *skip;
     int q_src, q_mode; /* what the activation scratch holds now */
-    /* decode (mvd.cu QO): the second activation scratch (xq, xd, xs and the chunks' sums of
-     * squares ns: a product reads one while it converts its output into the other), the
-     * chunk counts, and the last launch if it may convert its output (its node, output rows,
-     * the index of its oq argument; qo_l -1: none) */
-    CUdeviceptr axq, axd, axs, ns, ans, qcnt;
-    CUdeviceptr q_ns; /* the sums the scratch's values still need dividing by (0: none) */
-    int qo_l, qo_node, qo_rows, qo_arg;
     bool recurrent;    /* the graph carries a recurrent state (DeltaNet layers) */
     struct brasa_err *err;
 };
@@ -948,36 +935,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
                 fprintf(stderr, "brasa: matmul %s writes over its input: quant_act converts "
                         "it\n", n->name);
         }
-    /* decode: the launch before this one converted its output for this product (QO) where it
-     * is this input (before the RMSNorm, if any, whose division it leaves to this launch:
-     * input rows up to 8192, the sums of 32 chunks) */
-    if (T == 1 && b->s->mvd && !xc && mode == 1 && b->qo_l >= 0 && b->qo_l == b->p->nl - 1 &&
-        b->qo_rows == k && b->qo_node == (norm >= 0 ? b->g->nodes[norm].in[0] : src) &&
-        (norm < 0 || k <= 8192) && !(nw & 15)) {
-        struct launch *pl = &b->p->l[b->qo_l];
-        CUdeviceptr t;
-        int a = b->qo_arg;
-        if ((st = rng(b, b->axq, (size_t)k, "converted output", i)) ||
-            (st = rng(b, b->axd, (size_t)k / 8, "converted output scales", i)) ||
-            (st = rng(b, b->axs, (size_t)k / 4, "converted output sums", i)) ||
-            (st = rng(b, b->ans, (size_t)k / 64, "converted output squares", i)) ||
-            (st = rng(b, b->qcnt, (size_t)k / 64, "chunk counts", i)))
-            return st;
-        pl->v[a].p = b->axq;
-        pl->v[a + 1].p = b->axd;
-        pl->v[a + 2].p = b->axs;
-        pl->v[a + 3].p = norm >= 0 ? b->ans : 0;
-        pl->v[a + 4].p = nw;
-        pl->v[a + 5].p = b->qcnt;
-        t = b->xq, b->xq = b->axq, b->axq = t;
-        t = b->xd, b->xd = b->axd, b->axd = t;
-        t = b->xs, b->xs = b->axs, b->axs = t;
-        t = b->ns, b->ns = b->ans, b->ans = t;
-        b->q_src = key;
-        b->q_mode = qm;
-        b->q_ns = norm >= 0 ? b->ns : 0;
-    }
-    b->qo_l = -1;
     if (!xc && (b->q_src != key || b->q_mode != qm)) {
         struct launch *l = L(b, K_QUANT, NULL, NULL, i, (unsigned)T, (unsigned)((k + 2047) / 2048),
                              1, 256, 0);
@@ -996,7 +953,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, T > 1 && ((mode >= 1 && mode <= 3) || qm & 8) ? b->xh : 0);
         b->q_src = key;
         b->q_mode = qm;
-        b->q_ns = 0;
     }
     int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
     long tot = glu ? rows : (long)r[0] + r[1] + r[2];
@@ -1048,17 +1004,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, xc ? nw : 0);
         af(l, eps);
         ai(l, nblk);
-        /* QO: this launch may convert its output for the next product (one output, 256-row
-         * chunks, not XC): oq, od, os, onsum, onw, ocnt stay 0 unless that product takes it */
-        if (!xc && b->s->mvd_qo && (glu || nm == 1) && r[0] % 256 == 0 && !(y[0] & 15)) {
-            b->qo_l = b->p->nl - 1;
-            b->qo_node = dst;
-            b->qo_rows = r[0];
-            b->qo_arg = l->nargs;
-        }
-        for (int j = 0; j < 6; j++)
-            ap(l, 0);
-        ap(l, xc ? 0 : b->q_ns); /* insum */
         return BRASA_OK;
     }
     if (use_mmt) {
@@ -1506,24 +1451,18 @@ static void fuse(struct pb *b)
     }
 }
 
-/* The workspace's parts after the arena (ws_layout's offsets) */
-enum { WS_XQ, WS_XD, WS_XS, WS_XF, WS_XH, WS_PART, WS_MPART, WS_AXQ, WS_AXD, WS_AXS, WS_NS,
-       WS_ANS, WS_END };
-
-/* Workspace bytes of a graph: arena, activation scratch, attention partials, the split
- * partial sums of mmt.cu where a batch of mmt_min tokens or more may take it (mmt: it may),
- * and the decode products' second scratch and chunk sums (QO; of one token's rows). o[WS_...]:
- * each part's offset; *k1: the most input rows of a product. */
-static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t o[WS_END],
-                        size_t *k1)
+/* Workspace bytes of a graph: arena, activation scratch, attention partials, and the split
+ * partial sums of mmt.cu where a batch of mmt_min tokens or more may take it (mmt: it may). */
+static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t *o_xq, size_t *o_xd,
+                        size_t *o_xs, size_t *o_xf, size_t *o_xh, size_t *o_part,
+                        size_t *o_mpart)
 {
-    size_t maxk = 0, maxk1 = 0, part = 0, mpart = 0;
+    size_t maxk = 0, part = 0, mpart = 0;
     for (int i = 0; i < g->n; i++) {
         const struct graph_node *n = &g->nodes[i];
         if (n->op == GOP_MATMUL) {
-            size_t k1 = (size_t)g->nodes[n->in[1]].ne[0], k = k1 * (size_t)n->ne[1];
+            size_t k = (size_t)g->nodes[n->in[1]].ne[0] * (size_t)n->ne[1];
             maxk = k > maxk ? k : maxk;
-            maxk1 = k1 > maxk1 ? k1 : maxk1;
             if (mmt && n->ne[1] >= mmt_min) /* batches on the tensor cores */
                 mpart = (size_t)MMT_SPLIT_TILES * MMT_TILE_FLOATS * 4;
         } else if (n->op == GOP_ATTN) {
@@ -1534,18 +1473,21 @@ static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t o[W
         }
     }
 #define UP(x) (((x) + 255) & ~(size_t)255)
-    const size_t sz[WS_END] = {
-        [WS_XQ] = maxk,           [WS_XD] = maxk / 32 * 4 + 4,    [WS_XS] = maxk / 16 * 4 + 4,
-        [WS_XF] = maxk * 4,       [WS_XH] = maxk * 2,             [WS_PART] = part + 4,
-        [WS_MPART] = mpart,       [WS_AXQ] = maxk1,               [WS_AXD] = maxk1 / 32 * 4 + 4,
-        [WS_AXS] = maxk1 / 16 * 4 + 4, [WS_NS] = maxk1 / 256 * 4 + 4,
-        [WS_ANS] = maxk1 / 256 * 4 + 4};
     size_t off = UP(g->arena_bytes);
-    for (int j = 0; j < WS_END; j++) {
-        o[j] = off;
-        off += UP(sz[j]);
-    }
-    *k1 = maxk1;
+    *o_xq = off;
+    off += UP(maxk);
+    *o_xd = off;
+    off += UP(maxk / 32 * 4 + 4);
+    *o_xs = off;
+    off += UP(maxk / 16 * 4 + 4);
+    *o_xf = off;
+    off += UP(maxk * 4);
+    *o_xh = off;
+    off += UP(maxk * 2);
+    *o_part = off;
+    off += UP(part + 4);
+    *o_mpart = off;
+    off += UP(mpart);
 #undef UP
     return off;
 }
@@ -1575,8 +1517,9 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         }
     }
     plan_clear(s, p);
-    size_t o[WS_END], k1;
-    size_t need = ws_layout(g, s->mmt, s->mmt_min, o, &k1);
+    size_t o_xq, o_xd, o_xs, o_xf, o_xh, o_part, o_mpart;
+    size_t need = ws_layout(g, s->mmt, s->mmt_min, &o_xq, &o_xd, &o_xs, &o_xf, &o_xh, &o_part,
+                            &o_mpart);
     if (need > s->ws_cap) {
         gp->d.cuStreamSynchronize(s->st);
         gmem_free(&gp->mem, s->ws);
@@ -1621,26 +1564,9 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
             return st;
         s->out_cap = ob;
     }
-    /* the QO chunk counts: zero, and set back to zero by each launch that counts */
-    if (k1 / 256 + 1 > s->qcnt_n) {
-        gp->d.cuStreamSynchronize(s->st);
-        gmem_free(&gp->mem, s->d_qcnt);
-        s->d_qcnt = 0;
-        s->qcnt_n = 0;
-        size_t nb = (k1 / 256 + 1) * 4;
-        if ((st = gmem_alloc(&gp->mem, &s->d_qcnt, nb, "chunk counts", "session", err)) ||
-            (st = DRV_CALL(&gp->d, err, cuMemsetD8Async, s->d_qcnt, 0, nb, s->st)))
-            return st;
-        s->qcnt_n = k1 / 256 + 1;
-        s->ws_gen++; /* plans hold its address */
-    }
-    struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o[WS_XQ],
-                   .xd = s->ws + o[WS_XD], .xs = s->ws + o[WS_XS], .xf = s->ws + o[WS_XF],
-                   .xh = s->ws + o[WS_XH], .part = s->ws + o[WS_PART],
-                   .mpart = s->ws + o[WS_MPART], .axq = s->ws + o[WS_AXQ],
-                   .axd = s->ws + o[WS_AXD], .axs = s->ws + o[WS_AXS], .ns = s->ws + o[WS_NS],
-                   .ans = s->ws + o[WS_ANS], .qcnt = s->d_qcnt, .qo_l = -1,
-                   .q_src = -1, .q_mode = -1,
+    struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o_xq, .xd = s->ws + o_xd,
+                   .xs = s->ws + o_xs, .xf = s->ws + o_xf, .xh = s->ws + o_xh, .part = s->ws + o_part,
+                   .mpart = s->ws + o_mpart, .q_src = -1, .q_mode = -1,
                    .err = err};
     for (int i = 0; i < g->n; i++)
         b.recurrent |= g->nodes[i].op == GOP_DELTANET;

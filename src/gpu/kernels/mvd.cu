@@ -18,9 +18,6 @@
 // would into its shared memory, and then takes its share of the lane groups (see mv_block; a
 // grid of as many blocks as the SMs hold: each converts once). The same values as
 // quant_act's, so the same products.
-// With oq set (QO, not with XC) the launch also converts its output for the next product, as
-// quant_act's mode 1 would (see qo_out), after the next RMSNorm where onw is set; that product
-// then scales its sums by the RMS from the chunks' sums of squares (insum).
 // Parameters: QT (weight type), NW (warps per block), NR (weight rows per lane group), U
 // (pieces in flight per lane and row), KS (warps per lane group), GLU, MB (blocks per SM the
 // register budget allows), XC, AL (rounds without branches: each round's loads, weights and
@@ -504,7 +501,7 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
                                          const float *b0, const float *b1, const float *b2,
                                          const float *res, float rscale, int r0, int r1, int r2,
                                          int k, const float *xin, const float *nw, float eps,
-                                         float (*part)[NR], const float *insum)
+                                         float (*part)[NR])
 {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #if XC
@@ -532,9 +529,6 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
         pdl_wait(); // (for lanes with no piece; returns at once for the others)
         pdl_launch();
     }
-    // the chunks' sums of squares of a QO input (k <= 8192: at most one a lane), loaded before
-    // the sums below so that they wait on one latency
-    const float nsv = insum && lane < k / 256 ? insum[lane] : 0.0f;
 #pragma unroll
     for (int j = 0; j < NR; j++)
         acc[j] = wave_sum<32>(acc[j]);
@@ -554,8 +548,6 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
             acc[j] = v;
         }
     }
-    // the input's RMS (QO input, k <= 8192: at most one chunk sum a lane); 1 otherwise
-    const float s = insum ? 1.0f / sqrtf(warp_sum(nsv) / k + eps) : 1.0f;
     if (!pk.active || lane >= NOUT || row + lane >= pk.rows)
         return;
     // lane j < NOUT writes output row row + j (acc indexed with a constant: no local memory)
@@ -563,9 +555,9 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
 #pragma unroll
     for (int j = 0; j < NOUT; j++)
         if (lane == j) {
-            v = acc[j] * s;
+            v = acc[j];
 #if GLU
-            u = acc[NOUT + j] * s;
+            u = acc[NOUT + j];
 #endif
         }
     int r = row + lane;
@@ -584,60 +576,6 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
 #endif
 }
 
-#if !XC
-// QO: the launch's output y (rows of one weight, or GLU's, a multiple of 256) converted as
-// quant_act's mode 1 into oq, od, os (after the next RMSNorm's weights where onw is set): the
-// last of the blocks that write a 256-row chunk to finish (counted in cnt, which that block
-// sets back to 0 for the next launch) converts the chunk with one warp, reading the others'
-// rows from L2. The RMS needs every chunk, so it is left to the next product: each chunk's sum
-// of squares goes to onsum[chunk] (insum there).
-__device__ __forceinline__ void qo_out(const float *y, int rows, i8 *oq, float *od, int *os,
-                                       float *onsum, const float *onw, unsigned *cnt)
-{
-    __shared__ int lastc[2]; // the chunks (at most 2: R <= 256) this block converts, or -1
-    const int R = NW / KS * NOUT, r0 = (int)blockIdx.x * R, r1 = min(r0 + R, rows);
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane < NOUT)
-        __threadfence(); // (the lanes that wrote outputs: before the block is counted)
-    __syncthreads();
-    if (threadIdx.x < 2) {
-        const int c = r0 / 256 + (int)threadIdx.x;
-        int mine = -1;
-        if (c * 256 < r1) {
-            const int need = (min(c * 256 + 256, rows) - 1) / R - c * 256 / R + 1;
-            if (atomicAdd(cnt + c, 1u) == (unsigned)need - 1) {
-                cnt[c] = 0;
-                mine = c;
-            }
-        }
-        lastc[threadIdx.x] = mine;
-    }
-    __syncthreads();
-    if (w >= 2 || lastc[w] < 0)
-        return;
-    __threadfence();
-    const int c = lastc[w], e = c * 256 + lane * 8;
-    const float4 a = __ldcg((const float4 *)(y + e)), b = __ldcg((const float4 *)(y + e) + 1);
-    float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    if (onsum) {
-        double ss = 0;
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            ss += (double)(v[j] * v[j]);
-        ss = warp_sum_d(ss);
-        if (lane == 0)
-            onsum[c] = (float)ss;
-    }
-    if (onw) {
-        const float4 wa = *(const float4 *)(onw + e), wb = *((const float4 *)(onw + e) + 1);
-        v[0] *= wa.x, v[1] *= wa.y, v[2] *= wa.z, v[3] *= wa.w;
-        v[4] *= wb.x, v[5] *= wb.y, v[6] *= wb.z, v[7] *= wb.w;
-    }
-    int q[8];
-    q8k_store(v, lane, q, oq, od, os, c);
-}
-#endif
-
 // Grid: nblk = ceil(rows / NOUT / (NW / KS)) blocks; with XC fewer, each taking
 // ceil(nblk / gridDim.x) passes over its lane groups (dynamic shared memory: the converted
 // activation).
@@ -645,8 +583,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, MB)
 mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
     const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
-    const float *normw, float eps, int nblk, i8 *oq, float *od, int *os, float *onsum,
-    const float *onw, unsigned *ocnt, const float *insum)
+    const float *normw, float eps, int nblk)
 {
     __shared__ float part[NW][NR];
 #if XC
@@ -656,16 +593,13 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     xs = (const int *)(xsm + (QUANT ? k + k / 8 : 0));
     for (int gb = 0; gb < (nblk + (int)gridDim.x - 1) / (int)gridDim.x; gb++) {
         mv_block(gb, gb == 0, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res,
-                 rscale, r0, r1, r2, k, xin, normw, eps, part, insum);
+                 rscale, r0, r1, r2, k, xin, normw, eps, part);
         if (KS > 1)
             __syncthreads(); // (part is read before the next group writes it)
     }
-    (void)oq, (void)od, (void)os, (void)onsum, (void)onw, (void)ocnt;
 #else
     (void)nblk;
     mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res, rscale, r0,
-             r1, r2, k, xin, normw, eps, part, insum);
-    if (oq)
-        qo_out(y0, r0, oq, od, os, onsum, onw, ocnt);
+             r1, r2, k, xin, normw, eps, part);
 #endif
 }
