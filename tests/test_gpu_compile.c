@@ -114,6 +114,38 @@ TEST(compile_every_variant)
     CHECKF(j.failed == 0, "%d compiles failed", j.failed);
 }
 
+/* The timeline's stamps (BRASA_GPU_TIMELINE: BRASA_TL defined in every module, port.cuh) in
+ * the first variant of each template, for sm_90 */
+TEST(compile_with_timeline)
+{
+    static struct drv d;
+    struct brasa_err err = {{0}};
+    if (drv_load_nvrtc(&d, &err) != BRASA_OK)
+        SKIP("no NVRTC");
+    struct gpu_variant v[512];
+    int n = gpu_all_variants(v, 512), done = 0;
+    for (int i = 0; i < n; i++) {
+        int first = 1;
+        for (int k = 0; k < i; k++)
+            first &= strcmp(v[k].tmpl, v[i].tmpl) != 0;
+        if (!first)
+            continue;
+        struct jit_def defs[GV_MAX_DEFS + 1];
+        memcpy(defs, v[i].defs, (size_t)v[i].n_defs * sizeof *defs);
+        defs[v[i].n_defs] = (struct jit_def){"BRASA_TL", 1L << 40};
+        char *src = NULL;
+        void *img = NULL;
+        size_t size = 0;
+        REQUIRE(jit_render(v[i].tmpl, defs, v[i].n_defs + 1, &src, &err) == BRASA_OK);
+        brasa_status st = jit_compile(&d, src, v[i].tmpl, 90, false, &img, &size, &err);
+        CHECKF(st == BRASA_OK, "%s with BRASA_TL: %s", v[i].tmpl, err.msg);
+        free(src);
+        free(img);
+        done++;
+    }
+    CHECK(done >= 5);
+}
+
 TEST(render_defines_first)
 {
     struct jit_def defs[] = {{"QT", 12}, {"NW", 4}};
@@ -125,4 +157,4 @@ TEST(render_defines_first)
     CHECK(jit_render("nope.cu", defs, 0, &src, &err) == BRASA_ENOTFOUND);
 }
 
-TEST_MAIN(T(compile_every_variant), T(render_defines_first))
+TEST_MAIN(T(compile_every_variant), T(compile_with_timeline), T(render_defines_first))

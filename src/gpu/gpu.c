@@ -98,6 +98,7 @@ struct gpu {
     struct gmem mem;
     CUmodule m_ops, m_quant;
     CUfunction k[K_COUNT];
+    CUdeviceptr tl;          /* BRASA_GPU_TIMELINE=1: the kernels' stamps (port.cuh tl_stamp) */
     CUmodule m_fa[2];        /* fa.cu for heads of 64 and 128, loaded when first used */
     CUfunction k_fa[2];
     struct mv_kernel mv[96];
@@ -142,6 +143,40 @@ struct plan {
 };
 
 #define TK_MAX 256 /* most candidates the top-k kernel selects (ops.cu) */
+#define TL_N 65536 /* stamps the timeline holds (port.cuh BRASA_TL_N) */
+struct ktime { /* time per kernel name (BRASA_GPU_PROFILE, BRASA_GPU_TIMELINE) */
+    const char *name;
+    double ms;
+    long n;
+};
+
+/* Adds ms to kernel name's row of a per-name table (at most 32 names). */
+static void kt_add(struct ktime *t, int *n, const char *name, double ms)
+{
+    int j = 0;
+    while (j < *n && strcmp(t[j].name, name))
+        j++;
+    if (j == *n && *n < 32)
+        t[(*n)++].name = name;
+    if (j < *n) {
+        t[j].ms += ms;
+        t[j].n++;
+    }
+}
+
+static void kt_print(const char *title, const struct ktime *t, int n, long runs)
+{
+    double tot = 0;
+    for (int i = 0; i < n; i++)
+        tot += t[i].ms;
+    fprintf(stderr, "brasa: GPU %s: %.3f ms in all", title, tot);
+    fprintf(stderr, runs > 0 ? ", %ld runs\n" : "\n", runs);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "  %-14s %10.3f ms %5.1f%% %8ld launches %8.2f us each\n", t[i].name,
+                t[i].ms, 100 * t[i].ms / tot, t[i].n, 1e3 * t[i].ms / (double)t[i].n);
+}
+static bool env_is(const char *name, const char *v);
+static int env_int(const char *name, int def);
 
 #define MAX_PLANS 4
 /* mmt.cu split along k: at most this many partial tiles (blocks) a launch, each of at most
@@ -194,8 +229,15 @@ struct gpu_sess {
     bool prof;
     CUevent *pev;
     int npev;
-    struct { const char *name; double ms; long n; } pk[32];
+    struct ktime pk[32];
     int npk;
+    /* BRASA_GPU_TIMELINE=1: in every run, the time from each launch's stamp (its wait
+     * returned) to the next one's, per kernel name (the last launch left out), printed when
+     * the session ends */
+    struct ktime tk[32];
+    int ntk;
+    long tl_runs, tl_bad;
+    uint64_t *h_tl;
     float last_ms;
 };
 
@@ -289,6 +331,16 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     if ((e = getenv("BRASA_GPU_MEM_MB")) && atol(e) > 0)
         budget = (size_t)atol(e) << 20;
     gmem_init(&g->mem, &g->d, budget);
+    if (env_int("BRASA_GPU_TIMELINE", 0) > 0 && !drv_is_hip(&g->d)) {
+        size_t nb = (1 + 2 * (size_t)TL_N) * 8;
+        if ((st = gmem_alloc(&g->mem, &g->tl, nb, "timeline", "gpu", err)) ||
+            (st = DRV_CALL(&g->d, err, cuMemsetD8Async, g->tl, 0, nb, NULL)) ||
+            (st = DRV_CALL(&g->d, err, cuCtxSynchronize))) {
+            gpu_close(g);
+            return st;
+        }
+        g->jit.extra[g->jit.n_extra++] = (struct jit_def){"BRASA_TL", (long)g->tl};
+    }
     if ((st = load_fixed(g, err)) != BRASA_OK) {
         gpu_close(g);
         return st;
@@ -315,6 +367,7 @@ void gpu_close(struct gpu *g)
         }
         for (int i = 0; i < g->nw; i++)
             gmem_free(&g->mem, g->w[i].dev);
+        gmem_free(&g->mem, g->tl);
         for (int i = 0; i < g->n_mv; i++)
             g->d.cuModuleUnload(g->mv[i].mod);
         if (g->m_ops)
@@ -349,7 +402,6 @@ void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *
     *cached = g->jit.n_cached;
 }
 
-static bool env_is(const char *name, const char *v);
 
 /* Blocks of nt threads with regs registers each and shm bytes of shared memory in all that
  * one SM holds at once (registers are given out 8 per thread at a time, and each block takes
@@ -612,16 +664,16 @@ void gpu_sess_free(struct gpu_sess *s)
     g->d.cuCtxSetCurrent(g->ctx);
     if (s->st)
         g->d.cuStreamSynchronize(s->st);
-    if (s->npk) {
-        double tot = 0;
-        for (int i = 0; i < s->npk; i++)
-            tot += s->pk[i].ms;
-        fprintf(stderr, "brasa: GPU profile (eager, one event per kernel): %.3f ms in all\n", tot);
-        for (int i = 0; i < s->npk; i++)
-            fprintf(stderr, "  %-14s %10.3f ms %5.1f%% %8ld launches %8.2f us each\n",
-                    s->pk[i].name, s->pk[i].ms, 100 * s->pk[i].ms / tot, s->pk[i].n,
-                    1e3 * s->pk[i].ms / (double)s->pk[i].n);
+    if (s->npk)
+        kt_print("profile (eager, one event per kernel)", s->pk, s->npk, 0);
+    if (s->ntk || s->tl_bad) {
+        kt_print("timeline (from each launch's wait to the next one's)", s->tk, s->ntk,
+                 s->tl_runs);
+        if (s->tl_bad)
+            fprintf(stderr, "  (%ld runs left out: stamps and launches did not match)\n",
+                    s->tl_bad);
     }
+    free(s->h_tl);
     for (int i = 0; i < s->npev; i++)
         g->d.cuEventDestroy(s->pev[i]);
     free(s->pev);
@@ -1658,6 +1710,48 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
 
 /* ---------------------------------------------------------------- execution */
 
+/* BRASA_GPU_TIMELINE: reads the run's stamps (one a launch: the first of each grid id), adds
+ * each launch's time to the next launch's stamp to its kernel's row, and clears the count. A
+ * run whose stamps do not match its launches one to one is counted in tl_bad and left out. */
+static brasa_status tl_collect(struct gpu_sess *s, const struct plan *p, struct brasa_err *err)
+{
+    struct gpu *gp = s->g;
+    brasa_status st;
+    uint64_t n = 0;
+    if (!s->h_tl && !(s->h_tl = malloc((1 + 2 * (size_t)TL_N) * 8)))
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    if ((st = DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, &n, gp->tl, 8, s->st)) ||
+        (st = DRV_CALL(&gp->d, err, cuStreamSynchronize, s->st)))
+        return st;
+    n = n < TL_N ? n : TL_N;
+    if (n && ((st = DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, s->h_tl + 1, gp->tl + 8, 16 * n,
+                             s->st)) ||
+              (st = DRV_CALL(&gp->d, err, cuMemsetD8Async, gp->tl, 0, 8, s->st)) ||
+              (st = DRV_CALL(&gp->d, err, cuStreamSynchronize, s->st))))
+        return st;
+    /* the first stamp of each grid, in order (the launches run one after the other) */
+    uint64_t *t = s->h_tl + 1;
+    int m = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (!m || t[2 * i + 1] != t[2 * (m - 1) + 1]) {
+            t[2 * m] = t[2 * i];
+            t[2 * m + 1] = t[2 * i + 1];
+            m++;
+        }
+    if (m != p->nl) {
+        s->tl_bad++;
+        return BRASA_OK;
+    }
+    for (int k = 0; k + 1 < m; k++)
+        kt_add(s->tk, &s->ntk, p->l[k].kname, (double)(t[2 * k + 2] - t[2 * k]) * 1e-6);
+    s->tl_runs++;
+    if (s->tl_runs == 100 && env_is("BRASA_GPU_TIMELINE", "2")) /* one run, launch by launch */
+        for (int k = 0; k + 1 < m; k++)
+            fprintf(stderr, "brasa: timeline %4d %-14s %-24s %8.2f us\n", k, p->l[k].kname,
+                    p->g->nodes[p->l[k].node].name, (double)(t[2 * k + 2] - t[2 * k]) * 1e-3);
+    return BRASA_OK;
+}
+
 static brasa_status launch(struct gpu_sess *s, const struct launch *l, struct brasa_err *err)
 {
     void *args[MAX_ARGS];
@@ -1813,16 +1907,10 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
     for (int k = 0; s->prof && k < p->nl; k++) {
         float km = 0;
         gp->d.cuEventElapsedTime(&km, k ? s->pev[k - 1] : s->ev0, s->pev[k]);
-        int j = 0;
-        while (j < s->npk && strcmp(s->pk[j].name, p->l[k].kname))
-            j++;
-        if (j == s->npk && s->npk < (int)(sizeof s->pk / sizeof s->pk[0]))
-            s->pk[s->npk++].name = p->l[k].kname;
-        if (j < s->npk) {
-            s->pk[j].ms += km;
-            s->pk[j].n++;
-        }
+        kt_add(s->pk, &s->npk, p->l[k].kname, km);
     }
+    if (gp->tl && (st = tl_collect(s, p, err)))
+        return st;
     if (gp->o.duty > 0 && gp->o.duty < 1) { /* duty-cycle limiter: idle in proportion */
         double idle = ms * 1e-3 * (1.0 - gp->o.duty) / gp->o.duty;
         struct timespec ts = {(time_t)idle, (long)((idle - (double)(time_t)idle) * 1e9)};

@@ -95,6 +95,13 @@ brasa_status jit_module(struct jit *j, const char *tmpl, const struct jit_def *d
                         CUmodule *mod, struct brasa_err *err)
 {
     char *src;
+    struct jit_def all[32];
+    if (j->n_extra && n + j->n_extra <= 32) {
+        memcpy(all, defs, (size_t)n * sizeof *defs);
+        for (int i = 0; i < j->n_extra; i++)
+            all[n++] = j->extra[i];
+        defs = all;
+    }
     brasa_status st = jit_render(tmpl, defs, n, &src, err);
     if (st != BRASA_OK)
         return st;

@@ -255,10 +255,33 @@ __device__ __forceinline__ void prefetch_l2(const void *p)
 // writes are visible: every kernel calls it before it reads what an earlier kernel wrote or
 // writes anything (weights, which nothing writes, may be read before). pdl_launch() lets the
 // next kernel start. Both do nothing on older GPUs, on AMD, and without the attribute.
+#if defined(BRASA_TL) && !BRASA_HIP
+// BRASA_GPU_TIMELINE (BRASA_TL: the device address of the host's buffer): thread 0 of block 0
+// stamps the global timer (ns) and the launch's grid id each time it returns from pdl_wait();
+// b[0] counts the stamps, b[1 + 2 i] and b[2 + 2 i] hold stamp i (at most BRASA_TL_N). The
+// atomic costs that one warp an L2 round trip.
+#define BRASA_TL_N 65536
+__device__ __forceinline__ void tl_stamp()
+{
+    if (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y | blockIdx.z)
+        return;
+    unsigned long long t, id, *b = (unsigned long long *)BRASA_TL;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
+    const unsigned long long i = atomicAdd(b, 1ULL);
+    if (i < BRASA_TL_N) {
+        b[1 + 2 * i] = t;
+        b[2 + 2 * i] = id;
+    }
+}
+#endif
 __device__ __forceinline__ void pdl_wait()
 {
 #if !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+#if defined(BRASA_TL) && !BRASA_HIP
+    tl_stamp();
 #endif
 }
 __device__ __forceinline__ void pdl_launch()
