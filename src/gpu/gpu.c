@@ -884,6 +884,24 @@ static int mvd_rows(const struct pb *b, int glu, int nm, const int *r)
     }
 }
 
+/* Whether the last launch planned may write [p, p + bytes): its output node's buffer
+ * overlaps it, or it was given p itself. A kernel may read memory before its wait only if no
+ * such launch wrote it (the launches before that one have finished when its wait starts). */
+static bool last_writes(const struct pb *b, CUdeviceptr p, size_t bytes)
+{
+    if (!b->p->nl)
+        return false;
+    const struct launch *l = &b->p->l[b->p->nl - 1];
+    const struct graph_node *n = &b->g->nodes[l->node];
+    CUdeviceptr o = b->ws + n->offset;
+    if (n->nbytes && o < p + bytes && p < o + n->nbytes)
+        return true;
+    for (int a = 0; a < l->nargs; a++)
+        if (l->v[a].p == p)
+            return true;
+    return false;
+}
+
 static brasa_status plan_matmul(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
@@ -1025,6 +1043,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ks *= 2;
         if (b->s->force_ks == 1 || b->s->force_ks == 2 || b->s->force_ks == 4)
             ks = b->s->force_ks;
+        /* the residual read before the wait (mvd.cu early) where the previous launch did not
+         * write it */
+        int early = res && !last_writes(b, res, (size_t)r[0] * 4);
         if (nr != 2) /* the row-group overrides are compiled for one warp per group */
             ks = 1;
         if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, &mv, b->err)) != BRASA_OK)
@@ -1056,6 +1077,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, xc ? nw : 0);
         af(l, eps);
         ai(l, nblk);
+        ai(l, early);
         return BRASA_OK;
     }
     if (use_mmt) {

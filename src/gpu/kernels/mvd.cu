@@ -501,7 +501,7 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
                                          const float *b0, const float *b1, const float *b2,
                                          const float *res, float rscale, int r0, int r1, int r2,
                                          int k, const float *xin, const float *nw, float eps,
-                                         float (*part)[NR])
+                                         float (*part)[NR], int early)
 {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #if XC
@@ -520,6 +520,16 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     (void)W2, (void)y1, (void)y2, (void)b2, (void)r1, (void)r2;
 #else
     wpick pk = pick_weight(row, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
+    // the lane's bias and residual, asked for before the wait (the bias is a weight; the
+    // residual only where early says that a kernel before the previous one wrote it): DRAM
+    // and L2 latencies the epilogue no longer waits on
+    float bpre = 0.0f, rpre = 0.0f;
+    if (pk.active && lane < NOUT && row + lane < pk.rows) {
+        if (pk.bias)
+            bpre = pk.bias[row + lane];
+        if (res && early)
+            rpre = res[row + lane];
+    }
 #endif
     i64 N = (i64)pk.rows * (QUANT ? k / BE : k);
     if (pk.active || (XC && first))
@@ -567,12 +577,12 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     if (b1)
         u += b1[r];
     pk.y[r] = silu_f(v) * u;
-    (void)res, (void)rscale;
+    (void)res, (void)rscale, (void)early;
 #else
     (void)u;
     if (pk.bias)
-        v += pk.bias[r];
-    pk.y[r] = res ? res[r] + v * rscale : v;
+        v += bpre;
+    pk.y[r] = res ? (early ? rpre : res[r]) + v * rscale : v;
 #endif
 }
 
@@ -583,7 +593,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, MB)
 mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
     const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
-    const float *normw, float eps, int nblk)
+    const float *normw, float eps, int nblk, int early)
 {
     __shared__ float part[NW][NR];
 #if XC
@@ -593,13 +603,13 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     xs = (const int *)(xsm + (QUANT ? k + k / 8 : 0));
     for (int gb = 0; gb < (nblk + (int)gridDim.x - 1) / (int)gridDim.x; gb++) {
         mv_block(gb, gb == 0, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res,
-                 rscale, r0, r1, r2, k, xin, normw, eps, part);
+                 rscale, r0, r1, r2, k, xin, normw, eps, part, early);
         if (KS > 1)
             __syncthreads(); // (part is read before the next group writes it)
     }
 #else
     (void)nblk;
     mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res, rscale, r0,
-             r1, r2, k, xin, normw, eps, part);
+             r1, r2, k, xin, normw, eps, part, early);
 #endif
 }

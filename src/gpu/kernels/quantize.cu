@@ -21,8 +21,6 @@ extern "C" __global__ void __launch_bounds__(256)
 quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq, float *xd,
           float *xf, int *xs, u16 *xh)
 {
-    pdl_wait();
-    pdl_launch();
     const bool xdq = mode & 8; // xh: the int8 values times their scales
     mode &= 7;
     __shared__ double sh[32];
@@ -32,17 +30,25 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
     // the thread's 8 elements of the chunk (mode 1: warp w's 256-block, 8 in a row from
     // lane * 8; mode 0: lane's element of the warp's 32-blocks w, w + 8, ...; else every
     // 256th from the thread's), loaded with their norm weights before the row's sum, so the
-    // conversion waits on no load after it
+    // conversion waits on no load after it. The norm weights (which the whole model's stream
+    // has pushed out of L2 since the last token) are asked for before the wait: nothing
+    // writes them.
     float xv[8], wv[8];
+    int ix[8];
+    bool okj[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         const int b1 = e0 / 256 + w, b0 = e0 / 32 + w + 8 * j;
-        const int i = mode == 1 ? b1 * 256 + lane * 8 + j
-                    : mode == 0 ? b0 * 32 + lane : e0 + (int)threadIdx.x + 256 * j;
-        const bool ok = mode == 1 ? b1 < e1 / 256 : mode == 0 ? b0 < e1 / 32 : i < e1;
-        xv[j] = ok ? xr[i] : 0.0f;
-        wv[j] = ok && normw ? normw[i] : 1.0f;
+        ix[j] = mode == 1 ? b1 * 256 + lane * 8 + j
+              : mode == 0 ? b0 * 32 + lane : e0 + (int)threadIdx.x + 256 * j;
+        okj[j] = mode == 1 ? b1 < e1 / 256 : mode == 0 ? b0 < e1 / 32 : ix[j] < e1;
+        wv[j] = okj[j] && normw ? normw[ix[j]] : 1.0f;
     }
+    pdl_wait();
+    pdl_launch();
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        xv[j] = okj[j] ? xr[ix[j]] : 0.0f;
     float scale = 1.0f;
     if (normw) { // every block of the row sums the whole row (cheap, from L2)
         // each thread issues 8 loads of 16 bytes before it adds: the sum waits on L2's latency
