@@ -3,7 +3,9 @@
 #   tools/gpu_check.sh [quick|full]   (BRASA_SHARED: the fixtures, default ../shared)
 #   AB="BRASA_X=0 BRASA_X=1,BRASA_Y=2" tools/gpu_check.sh ab   (tg128 of each setting, same call)
 #   tools/gpu_check.sh profile        (ncu: each kernel of one decode step, one layer's table)
-# ab and profile only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m").
+#   tools/gpu_check.sh timeline       (inside the captured graph: time per kernel name, and
+#                                      one step launch by launch in $OUT/tl_*.txt)
+# ab, profile and timeline only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m").
 # Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
@@ -23,7 +25,7 @@ step() { local t0=$SECONDS; "$@"; local rc=$?; echo "   ($((SECONDS - t0)) s, rc
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
   | tee "$out/gpu.txt"
-[ "$mode" = ab ] || [ "$mode" = profile ] || step make -s BUILD=$B -j"$J" $B/tests/test_gpu $B/tests/test_gpu_compile $B/bench/bench_gpu \
+[ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ] || step make -s BUILD=$B -j"$J" $B/tests/test_gpu $B/tests/test_gpu_compile $B/bench/bench_gpu \
   >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; note "build of tests FAILED"; }
 step make -s BUILD=$B -j"$J" $B/brasa >>"$out/build.log" 2>&1 || note "build of brasa failed (see build.log)"
 
@@ -36,7 +38,7 @@ synth() {
     >"$out/synth.log" 2>&1 || { note "synth $1 $2 failed: $(tail -2 "$out/synth.log")"; return 1; }
 }
 
-if [ "$mode" = ab ] || [ "$mode" = profile ]; then
+if [ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ]; then
   for spec in ${FILES:-7b,q4_k_m 1.5b,q4_k_m}; do
     set -- ${spec/,/ }
     synth "$1" "$2" || continue
@@ -45,6 +47,10 @@ if [ "$mode" = ab ] || [ "$mode" = profile ]; then
         r=$(env ${cfg//,/ } $B/brasa bench -m "$f" -p 0 -n 128 -r 3 2>&1 | grep tg128 | awk -F'|' '{print $8}')
         note "tg128 $1 $2 [$cfg]: $r"
       done
+    elif [ "$mode" = timeline ]; then
+      BRASA_GPU_TIMELINE=2 $B/brasa bench -m "$f" -p 0 -n 128 -r 3 >"$out/tl_$1_$2.txt" 2>&1
+      grep -A16 "GPU timeline" "$out/tl_$1_$2.txt"
+      note "timeline $1 $2: $(grep -m1 'GPU timeline' "$out/tl_$1_$2.txt" | sed 's/.*: //')"
     else
       BRASA_GPU_GRAPH=0 step ncu --clock-control none --cache-control none --csv \
         --metrics "$(python3 tools/ncu_layer.py --metrics)" \

@@ -252,9 +252,12 @@ __device__ __forceinline__ void prefetch_l2(const void *p)
 
 // Programmatic dependent launch (sm_90): a kernel launched with the attribute may start while
 // the previous one drains. pdl_wait() returns once the previous kernel has finished and its
-// writes are visible: every kernel calls it before it reads what an earlier kernel wrote or
-// writes anything (weights, which nothing writes, may be read before). pdl_launch() lets the
-// next kernel start. Both do nothing on older GPUs, on AMD, and without the attribute.
+// writes are visible: every kernel calls it before it reads what the previous kernel may
+// write or writes anything. Weights, which nothing writes, may be read before it, and so may
+// what launches before the previous one wrote (they finished before the previous kernel's own
+// wait returned, which is when it let this one start; the host says where that holds, e.g.
+// mvd.cu's early). pdl_launch() lets the next kernel start. Both do nothing on older GPUs, on
+// AMD, and without the attribute.
 #if defined(BRASA_TL) && !BRASA_HIP
 // BRASA_GPU_TIMELINE (BRASA_TL: the device address of the host's buffer): thread 0 of block 0
 // stamps the global timer (ns) and the launch's grid id each time it returns from pdl_wait();
