@@ -201,6 +201,13 @@ TEST(nccl_loads_or_says_what_is_missing)
     nccl_unload(&n); /* twice is harmless */
     const char *e = getenv("NCCL_NVLS_ENABLE");
     CHECKF(e != NULL, "NVLink multicast setting not made");
+    /* a BRASA_NCCL path that is not a library: an error that names it, nothing loaded */
+    setenv("BRASA_NCCL", "/nonexistent/libnccl.so.2", 1);
+    st = nccl_load(&n, &err);
+    unsetenv("BRASA_NCCL");
+    CHECK(st == BRASA_ENOTFOUND);
+    CHECKF(strstr(err.msg, "BRASA_NCCL=/nonexistent/libnccl.so.2") != NULL, "%s", err.msg);
+    CHECK(n.lib == NULL);
 }
 
 /* y = W x for a fixture weight, on the CPU kernels */

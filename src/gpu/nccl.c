@@ -25,6 +25,15 @@ brasa_status nccl_load(struct nccl *n, struct brasa_err *err)
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     void *lib = NULL;
     const char *name = NULL;
+    /* BRASA_NCCL: the library's path, for an NCCL outside the loader's search path (e.g. the
+     * one a Python package carries); only that one is tried */
+    const char *path = getenv("BRASA_NCCL");
+    if (path && *path) {
+        if (!(lib = plat_dlopen(path)))
+            return brasa_fail(err, BRASA_ENOTFOUND, "NCCL: BRASA_NCCL=%.200s could not be "
+                              "loaded (a path to libnccl.so.2 or librccl.so.1)", path);
+        name = path;
+    }
     for (int i = 0; nccl_names[i] && !lib; i++) {
         lib = plat_dlopen(nccl_names[i]);
         name = nccl_names[i];

@@ -35,7 +35,8 @@ struct nccl {
     ncclResult_t (*GroupEnd)(void);
 };
 
-/* Loads libnccl.so.2, libnccl.so or librccl.so.1 (the first found) and resolves the table;
+/* Loads libnccl.so.2, libnccl.so or librccl.so.1 (the first found; only $BRASA_NCCL, a path,
+ * where that is set) and resolves the table;
  * BRASA_ENOTFOUND, saying what to install, when none is there, BRASA_EDEVICE when one lacks a
  * call or its version call fails. On failure *n is left zeroed. */
 brasa_status nccl_load(struct nccl *n, struct brasa_err *err);
