@@ -50,6 +50,11 @@ if [ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ]; then
     elif [ "$mode" = timeline ]; then
       BRASA_GPU_TIMELINE=2 $B/brasa bench -m "$f" -p 0 -n 128 -r 3 >"$out/tl_$1_$2.txt" 2>&1
       grep -A16 "GPU timeline" "$out/tl_$1_$2.txt"
+      # the listed step by launch (kernel and node name without its layer), over the layers
+      grep "brasa: timeline" "$out/tl_$1_$2.txt" | awk '{n = $5; sub(/blk\.[0-9]+\./, "", n);
+        k = $4 " " n; s[k] += $6; c[k]++; t += $6}
+        END {for (k in s) printf "  %-34s %3d x %8.2f us = %8.1f us\n", k, c[k], s[k] / c[k], s[k];
+             printf "  step %.1f us\n", t}' | sort -t= -k2 -n -r
       note "timeline $1 $2: $(grep -m1 'GPU timeline' "$out/tl_$1_$2.txt" | sed 's/.*: //')"
     else
       BRASA_GPU_GRAPH=0 step ncu --clock-control none --cache-control none --csv \
