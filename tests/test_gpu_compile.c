@@ -62,7 +62,7 @@ static void *worker(void *arg)
         if (st != BRASA_OK && ++j->failed <= 3) {
             fprintf(stderr, "  %s", v->tmpl);
             for (int k = 0; k < v->n_defs; k++)
-                fprintf(stderr, " %s=%ld", v->defs[k].name, v->defs[k].value);
+                fprintf(stderr, " %s=%lld", v->defs[k].name, v->defs[k].value);
             fprintf(stderr, " sm_%d: %s\n", arch, err.msg);
         }
         j->bytes += size;
@@ -132,7 +132,7 @@ TEST(compile_with_timeline)
             continue;
         struct jit_def defs[GV_MAX_DEFS + 1];
         memcpy(defs, v[i].defs, (size_t)v[i].n_defs * sizeof *defs);
-        defs[v[i].n_defs] = (struct jit_def){"BRASA_TL", 1L << 40};
+        defs[v[i].n_defs] = (struct jit_def){"BRASA_TL", 1LL << 40};
         char *src = NULL;
         void *img = NULL;
         size_t size = 0;

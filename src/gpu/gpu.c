@@ -339,7 +339,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
             gpu_close(g);
             return st;
         }
-        g->jit.extra[g->jit.n_extra++] = (struct jit_def){"BRASA_TL", (long)g->tl};
+        g->jit.extra[g->jit.n_extra++] = (struct jit_def){"BRASA_TL", (long long)g->tl};
     }
     if ((st = load_fixed(g, err)) != BRASA_OK) {
         gpu_close(g);

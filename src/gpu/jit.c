@@ -23,7 +23,7 @@ brasa_status jit_render(const char *tmpl, const struct jit_def *defs, int n, cha
         return brasa_fail(err, BRASA_ENOMEM, "out of memory");
     size_t len = 0;
     for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(s + len, cap - len, "#define %.40s %ld\n", defs[i].name,
+        len += (size_t)snprintf(s + len, cap - len, "#define %.40s %lld\n", defs[i].name,
                                 defs[i].value);
     len += (size_t)snprintf(s + len, cap - len, "#line 1 \"%s\"\n", tmpl);
     memcpy(s + len, f->data, f->size + 1);

@@ -9,7 +9,7 @@
 
 struct jit_def {
     const char *name;
-    long value;
+    long long value; /* (64 bits everywhere: BRASA_TL is a device address) */
 };
 
 struct jit {
