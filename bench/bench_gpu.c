@@ -226,6 +226,8 @@ static void launch_chains(struct gpu *g)
                    time_runs(s1, cs[i], false, 20) * 1e3 / NL,
                    time_runs(s, cs[i], true, 5) * 1e3 / NL);
         printf("\n");
+    } else {
+        printf("bench_gpu: launch chains: no session, or a chain was not planned\n\n");
     }
     fflush(stdout);
     gpu_sess_free(s1);

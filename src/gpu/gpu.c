@@ -99,6 +99,7 @@ struct gpu {
     CUmodule m_ops, m_quant;
     CUfunction k[K_COUNT];
     CUdeviceptr tl;          /* BRASA_GPU_TIMELINE=1: the kernels' stamps (port.cuh tl_stamp) */
+    int tl_level;            /* BRASA_GPU_TIMELINE: 0 off, 1 per kernel name, 2 also one step */
     CUmodule m_fa[2];        /* fa.cu for heads of 64 and 128, loaded when first used */
     CUfunction k_fa[2];
     struct mv_kernel mv[96];
@@ -331,7 +332,8 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     if ((e = getenv("BRASA_GPU_MEM_MB")) && atol(e) > 0)
         budget = (size_t)atol(e) << 20;
     gmem_init(&g->mem, &g->d, budget);
-    if (env_int("BRASA_GPU_TIMELINE", 0) > 0 && !drv_is_hip(&g->d)) {
+    g->tl_level = drv_is_hip(&g->d) ? 0 : env_int("BRASA_GPU_TIMELINE", 0);
+    if (g->tl_level > 0) {
         size_t nb = (1 + 2 * (size_t)TL_N) * 8;
         if ((st = gmem_alloc(&g->mem, &g->tl, nb, "timeline", "gpu", err)) ||
             (st = DRV_CALL(&g->d, err, cuMemsetD8Async, g->tl, 0, nb, NULL)) ||
@@ -339,7 +341,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
             gpu_close(g);
             return st;
         }
-        g->jit.extra[g->jit.n_extra++] = (struct jit_def){"BRASA_TL", (long long)g->tl};
+        g->jit.tl = (long long)g->tl;
     }
     if ((st = load_fixed(g, err)) != BRASA_OK) {
         gpu_close(g);
@@ -1044,7 +1046,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if (b->s->force_ks == 1 || b->s->force_ks == 2 || b->s->force_ks == 4)
             ks = b->s->force_ks;
         /* the residual read before the wait (mvd.cu early) where the previous launch did not
-         * write it */
+         * write it (asked before this launch is added: last_writes looks at the last one) */
         int early = res && !last_writes(b, res, (size_t)r[0] * 4);
         if (nr != 2) /* the row-group overrides are compiled for one warp per group */
             ks = 1;
@@ -1767,7 +1769,7 @@ static brasa_status tl_collect(struct gpu_sess *s, const struct plan *p, struct 
     for (int k = 0; k + 1 < m; k++)
         kt_add(s->tk, &s->ntk, p->l[k].kname, (double)(t[2 * k + 2] - t[2 * k]) * 1e-6);
     s->tl_runs++;
-    if (s->tl_runs == 100 && env_is("BRASA_GPU_TIMELINE", "2")) /* one run, launch by launch */
+    if (s->tl_runs == 100 && gp->tl_level >= 2) /* one run, launch by launch */
         for (int k = 0; k + 1 < m; k++)
             fprintf(stderr, "brasa: timeline %4d %-14s %-24s %8.2f us\n", k, p->l[k].kname,
                     p->g->nodes[p->l[k].node].name, (double)(t[2 * k + 2] - t[2 * k]) * 1e-3);

@@ -96,10 +96,12 @@ brasa_status jit_module(struct jit *j, const char *tmpl, const struct jit_def *d
 {
     char *src;
     struct jit_def all[32];
-    if (j->n_extra && n + j->n_extra <= 32) {
+    if (j->tl) { /* the timeline's buffer, one definition more */
+        if (n >= 32)
+            return brasa_fail(err, BRASA_EINVAL, "%s: %d definitions and the timeline's are "
+                              "more than 32", tmpl, n);
         memcpy(all, defs, (size_t)n * sizeof *defs);
-        for (int i = 0; i < j->n_extra; i++)
-            all[n++] = j->extra[i];
+        all[n++] = (struct jit_def){"BRASA_TL", j->tl};
         defs = all;
     }
     brasa_status st = jit_render(tmpl, defs, n, &src, err);

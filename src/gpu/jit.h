@@ -20,10 +20,8 @@ struct jit {
     char cache_dir[1024];  /* "" = no disk cache */
     bool lineinfo;         /* -lineinfo (for compute-sanitizer reports) */
     bool verbose;
-    /* definitions added to every module: BRASA_TL (BRASA_GPU_TIMELINE's buffer, port.cuh
-     * tl_stamp) */
-    struct jit_def extra[2];
-    int n_extra;
+    long long tl;          /* BRASA_GPU_TIMELINE's buffer (device address; 0: none), defined
+                            * as BRASA_TL in every module (port.cuh tl_stamp) */
     /* telemetry */
     double compile_s, load_s;
     int n_compiled, n_cached;
