@@ -304,8 +304,9 @@ TEST(long_context_f16_cache)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
-    const char *files[] = {"fixtures/llama.Q8_0.gguf", "fixtures/qwen35.Q8_0.gguf"};
-    for (int f = 0; f < 2; f++) {
+    const char *files[] = {"fixtures/llama.Q8_0.gguf", "fixtures/qwen35.Q8_0.gguf",
+                           "fixtures/qwen2.Q4_K_M.gguf"};
+    for (int f = 0; f < 3; f++) {
         char p[1024];
         snprintf(p, sizeof p, "%s", test_shared_path(files[f]));
         if (!test_file_exists(p))

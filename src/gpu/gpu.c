@@ -84,11 +84,11 @@ struct mv_kernel {
     CUfunction fn;
 };
 
-enum { K_GET_ROWS, K_NORM, K_ELT, K_VIEW, K_ROPE, K_KV, K_ATTN, K_MERGE, K_CONV, K_GATES, K_DELTA,
-       K_TOPK, K_QUANT, K_COUNT };
+enum { K_GET_ROWS, K_NORM, K_ELT, K_VIEW, K_ROPE, K_KV, K_CONV, K_GATES, K_DELTA, K_TOPK, K_QUANT,
+       K_COUNT };
 static const char *const k_names[K_COUNT] = {"get_rows", "norm_rows", "eltwise", "view", "rope",
-                                             "kv_store", "attn", "attn_merge", "conv1d", "gates",
-                                             "deltanet", "topk", "quant_act"};
+                                             "kv_store", "conv1d", "gates", "deltanet", "topk",
+                                             "quant_act"};
 
 struct gpu {
     struct drv d;
@@ -102,6 +102,15 @@ struct gpu {
     int tl_level;            /* BRASA_GPU_TIMELINE: 0 off, 1 per kernel name, 2 also one step */
     CUmodule m_fa[2];        /* fa.cu for heads of 64 and 128, loaded when first used */
     CUfunction k_fa[2];
+    /* attn.cu rendered for a head size and cache type (index 0: for any, from the kernels'
+     * arguments), and quantize.cu for each mode of quant_act, loaded when first used: the code
+     * a launch runs is fetched anew each layer, so kernels carry only their own paths
+     * (BRASA_GPU_SPEC=0: the ones for any) */
+    struct { int hd, f16; CUmodule m; CUfunction fn, merge; } ak[5];
+    int n_ak;
+    CUmodule m_qm[5];
+    CUfunction k_qm[5];
+    bool spec;
     struct mv_kernel mv[96];
     int n_mv;
     struct wmap *w;
@@ -333,6 +342,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
         budget = (size_t)atol(e) << 20;
     gmem_init(&g->mem, &g->d, budget);
     g->tl_level = drv_is_hip(&g->d) ? 0 : env_int("BRASA_GPU_TIMELINE", 0);
+    g->spec = !env_is("BRASA_GPU_SPEC", "0");
     if (g->tl_level > 0) {
         size_t nb = (1 + 2 * (size_t)TL_N) * 8;
         if ((st = gmem_alloc(&g->mem, &g->tl, nb, "timeline", "gpu", err)) ||
@@ -376,6 +386,12 @@ void gpu_close(struct gpu *g)
             g->d.cuModuleUnload(g->m_ops);
         if (g->m_quant)
             g->d.cuModuleUnload(g->m_quant);
+        for (int i = 0; i < g->n_ak; i++)
+            if (g->ak[i].m)
+                g->d.cuModuleUnload(g->ak[i].m);
+        for (int i = 0; i < 5; i++)
+            if (g->m_qm[i])
+                g->d.cuModuleUnload(g->m_qm[i]);
         for (int i = 0; i < 2; i++)
             if (g->m_fa[i])
                 g->d.cuModuleUnload(g->m_fa[i]);
@@ -470,6 +486,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         for (int d = 0; dec == 1 && d < v[k].n_defs; d++) /* (measurement) */
             if (!strcmp(v[k].defs[d].name, "AL") && env_is("BRASA_GPU_MVD_AL", "0"))
                 v[k].defs[d].value = 0;
+        int ef = env_int("BRASA_GPU_MVD_EF", -1); /* (measurement: the weights' loads) */
+        if (dec == 1 && ef >= 0 && v[k].n_defs < GV_MAX_DEFS)
+            v[k].defs[v[k].n_defs++] = (struct jit_def){"EF", ef};
         if ((st = jit_module(&g->jit, v[k].tmpl, v[k].defs, v[k].n_defs, &m.mod, err)) != BRASA_OK)
             continue;
         int regs = 0, local = 0;
@@ -508,6 +527,62 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return BRASA_OK;
     }
     return brasa_wrap(err, st, "no usable %s variant for type %u", fname, wtype);
+}
+
+/* The attention kernels (attn.cu) for heads of hd values and an F16 (f16) or F32 cache */
+static brasa_status get_attn(struct gpu *g, int hd, int f16, CUfunction *fn, CUfunction *merge,
+                             struct brasa_err *err)
+{
+    int i = 0;
+    if (g->spec)
+        for (i = 1; i < g->n_ak && (g->ak[i].hd != hd || g->ak[i].f16 != f16); i++)
+            ;
+    if (i == 5) /* (a fifth kind in one process: the kernels for any) */
+        i = 0;
+    if (i >= g->n_ak || !g->ak[i].fn) {
+        struct jit_def defs[2] = {{"AHD", hd}, {"AF16", f16}};
+        brasa_status st;
+        CUmodule m = NULL;
+        if ((st = jit_module(&g->jit, "attn.cu", defs, i ? 2 : 0, &m, err)) ||
+            (st = jit_function(&g->jit, m, "attn", &g->ak[i].fn, NULL, NULL, err)) ||
+            (st = jit_function(&g->jit, m, "attn_merge", &g->ak[i].merge, NULL, NULL, err))) {
+            if (m)
+                g->d.cuModuleUnload(m);
+            g->ak[i].fn = NULL;
+            return st;
+        }
+        g->ak[i].m = m;
+        g->ak[i].hd = i ? hd : 0;
+        g->ak[i].f16 = f16;
+        if (i >= g->n_ak)
+            g->n_ak = i + 1;
+    }
+    *fn = g->ak[i].fn;
+    *merge = g->ak[i].merge;
+    return BRASA_OK;
+}
+
+/* quant_act (quantize.cu) for one conversion mode (0-4; BRASA_GPU_SPEC=0: for any) */
+static brasa_status get_quant(struct gpu *g, int mode, CUfunction *fn, struct brasa_err *err)
+{
+    if (!g->spec || mode < 0 || mode > 4) {
+        *fn = g->k[K_QUANT];
+        return BRASA_OK;
+    }
+    if (!g->k_qm[mode]) {
+        struct jit_def def = {"QMODE", mode};
+        brasa_status st;
+        if ((st = jit_module(&g->jit, "quantize.cu", &def, 1, &g->m_qm[mode], err)) != BRASA_OK)
+            return st;
+        if ((st = jit_function(&g->jit, g->m_qm[mode], "quant_act", &g->k_qm[mode], NULL, NULL,
+                               err)) != BRASA_OK) {
+            g->d.cuModuleUnload(g->m_qm[mode]);
+            g->m_qm[mode] = NULL;
+            return st;
+        }
+    }
+    *fn = g->k_qm[mode];
+    return BRASA_OK;
 }
 
 /* The prompt attention kernel (fa.cu) for heads of hd (64 or 128) values. */
@@ -1008,8 +1083,11 @@ static brasa_status plan_matmul(struct pb *b, int i)
                         "it\n", n->name);
         }
     if (!xc && (b->q_src != key || b->q_mode != qm)) {
-        struct launch *l = L(b, K_QUANT, NULL, NULL, i, (unsigned)T, (unsigned)((k + 2047) / 2048),
-                             1, 256, 0);
+        CUfunction fq;
+        if ((st = get_quant(g, qm & 7, &fq, b->err)) != BRASA_OK)
+            return brasa_wrap(b->err, st, "matmul %s", n->name);
+        struct launch *l = L(b, -1, fq, "quant_act", i, (unsigned)T,
+                             (unsigned)((k + 2047) / 2048), 1, 256, 0);
         if (!l)
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         ap(l, x);
@@ -1325,10 +1403,14 @@ static brasa_status plan_node(struct pb *b, int i)
         /* the scores of a slice (rounded to 4) and q; 2048 floats for the F16 output pass */
         size_t shm = (((size_t)(n_ctx + splits - 1) / splits + 3) / 4 * 4 + (size_t)hd + 2048) *
                      sizeof(float);
-        if (!allow_smem(g, g->k[K_ATTN], shm))
+        int f16 = kc->type == T_F16 && vc->type == T_F16;
+        CUfunction fa, fm;
+        if ((st = get_attn(g, hd, f16, &fa, &fm, b->err)) != BRASA_OK)
+            return brasa_wrap(b->err, st, "attention %s", n->name);
+        if (!allow_smem(g, fa, shm))
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "attention %s: %zu bytes of shared "
                               "memory", n->name, shm);
-        if ((l = L(b, K_ATTN, NULL, NULL, i, (unsigned)T, (unsigned)nh, (unsigned)splits, 128,
+        if ((l = L(b, -1, fa, "attn", i, (unsigned)T, (unsigned)nh, (unsigned)splits, 128,
                    (unsigned)shm))) {
             ap(l, in[0]);
             ap(l, K);
@@ -1339,11 +1421,11 @@ static brasa_status plan_node(struct pb *b, int i)
             ai(l, n->p.i[1]);
             ai(l, hd);
             af(l, n->p.f[0]);
-            ai(l, kc->type == T_F16 && vc->type == T_F16);
+            ai(l, f16);
             ai(l, splits);
             ap(l, b->part);
         }
-        if (l && splits > 1 && (l = L(b, K_MERGE, NULL, NULL, i, (unsigned)T, (unsigned)nh, 1,
+        if (l && splits > 1 && (l = L(b, -1, fm, "attn_merge", i, (unsigned)T, (unsigned)nh, 1,
                                       (unsigned)((hd + 31) / 32 * 32), 0))) {
             ap(l, b->part);
             ap(l, out);

@@ -123,6 +123,14 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         return 0;
     out[n++] = (struct gpu_variant){.tmpl = "ops.cu"};
     out[n++] = (struct gpu_variant){.tmpl = "quantize.cu"};
+    for (int m = 0; m <= 4 && n < cap; m++) /* quant_act for one mode */
+        out[n++] = (struct gpu_variant){.tmpl = "quantize.cu", .defs = {{"QMODE", m}}};
+    if (n < cap)
+        out[n++] = (struct gpu_variant){.tmpl = "attn.cu"};
+    for (int hd = 64; hd <= 256; hd *= 2) /* attention for a head size and cache type */
+        for (int f16 = 0; f16 < 2 && n < cap; f16++)
+            out[n++] = (struct gpu_variant){.tmpl = "attn.cu",
+                                            .defs = {{"AHD", hd}, {"AF16", f16}}};
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int nc = 1; nc <= 8; nc += 7)
             for (int glu = 0; glu < 2; glu++)

@@ -21,7 +21,10 @@
 // Parameters: QT (weight type), NW (warps per block), NR (weight rows per lane group), U
 // (pieces in flight per lane and row), KS (warps per lane group), GLU, MB (blocks per SM the
 // register budget allows), XC, AL (rounds without branches: each round's loads, weights and
-// then activations, go out together).
+// then activations, go out together), EF (the weights' 16-byte loads: 1 streaming,
+// ld.global.cs, evicted first: read once a token, they then leave the activations, the KV
+// cache and the kernels' code in L2 (tg128 +2-5%, BENCHMARKS.md); 2 L2 evict-first by a cache
+// policy, no L1 allocation; 0 plain loads; 0 and 2 are measurements).
 #include "common.cuh"
 
 #ifndef QT
@@ -44,6 +47,9 @@
 #endif
 #ifndef XC
 #define XC 0
+#endif
+#ifndef EF
+#define EF 1
 #endif
 #if !defined(AL) || QT == T_Q5_K // (Q5_K: it would spill)
 #undef AL
@@ -144,17 +150,37 @@ __device__ __forceinline__ rowp row_of(const u8 *W, i64 N, int r, int k, int sl)
     return p;
 }
 
+// 16 bytes of weights (EF: with a cache hint)
+__device__ __forceinline__ uint4 ldw(const u8 *p)
+{
+#if EF == 1
+    uint4 v;
+    asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+#elif EF == 2
+    uint4 v;
+    unsigned long long pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(pol));
+    return v;
+#else
+    return *(const uint4 *)p;
+#endif
+}
+
 // The lane's piece i of a row
 __device__ __forceinline__ void ld_piece(const rowp &w, int i, piece &p)
 {
-    p.q = *(const uint4 *)(w.q + 16 * GL * i);
+    p.q = ldw(w.q + 16 * GL * i);
 #if QT == T_Q4_K
-    p.a = *(const uint4 *)(w.h + 16 * BSTEP * i);
+    p.a = ldw(w.h + 16 * BSTEP * i);
 #elif QT == T_Q5_K
-    p.a = *(const uint4 *)(w.h + 48 * BSTEP * i);
-    p.b = *(const uint4 *)(w.b + 48 * BSTEP * i);
+    p.a = ldw(w.h + 48 * BSTEP * i);
+    p.b = ldw(w.b + 48 * BSTEP * i);
 #elif QT == T_Q6_K
-    p.a = *(const uint4 *)(w.h + 64 * BSTEP * i);
+    p.a = ldw(w.h + 64 * BSTEP * i);
     p.s0 = w.s[16 * BSTEP * i];
     p.s1 = w.s[16 * BSTEP * i + 4];
 #endif

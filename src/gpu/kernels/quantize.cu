@@ -12,7 +12,8 @@
 // ggml's quantized dot products multiply with, for the dequantizing prompt tiles).
 // Grid (columns, ceil(k / 2048)): blocks of 256 threads (8 elements each), each a 2048-element
 // chunk of a row.
-// Parameters: none.
+// Parameters: QMODE (optional): rendered for that mode alone (mode's low bits are then
+// ignored), so the launch carries only its own path.
 #include "common.cuh"
 
 #define CHUNK 2048 // elements per block: blockIdx.y picks the chunk of the row
@@ -22,7 +23,11 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
           float *xf, int *xs, u16 *xh)
 {
     const bool xdq = mode & 8; // xh: the int8 values times their scales
+#ifdef QMODE
+    mode = QMODE;
+#else
     mode &= 7;
+#endif
     __shared__ double sh[32];
     int c = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int e0 = blockIdx.y * CHUNK, e1 = min(k, e0 + CHUNK);

@@ -1,0 +1,242 @@
+// attn.cu: decode and prompt attention over the KV cache (the tensor-core prompt kernel is
+// fa.cu), rendered for one head size and cache type so that the kernel carries only its own
+// paths: its code is fetched anew each layer, after the weights' stream has gone through the
+// caches (tg128 1.5B Q4_K_M +4%, BENCHMARKS.md).
+// Parameters: AHD (values per head), AF16 (1: F16 cache, 0: F32); without them the head size
+// and cache type are the kernel's arguments.
+#include "common.cuh"
+
+// Causal attention over the cache, one block per (query token, head, sequence split).
+// With splits > 1, each block covers a slice of the rows and writes its partial (max, sum,
+// unnormalised output) to part[]; attn_merge combines them.
+// dynamic shared: (slice + hd) floats, and 2048 more (rounded slice) for an F16 cache with hd
+// 16, 32, 64 or 128 (the output pass's thread groups of hd / 16 must divide the 128 threads).
+// block 128.
+extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, float *O,
+                                const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
+                                int splits, float *part)
+{
+#ifdef AHD
+    hd = AHD;
+    kv_f16 = AF16;
+#endif
+    extern __shared__ float sm[];
+    __shared__ float red[32];
+    __shared__ double redd[32];
+    int t = blockIdx.x, h = blockIdx.y, sp = blockIdx.z;
+    // (pos is copied in before the step's first kernel: it may be read before the wait)
+    int npos = pos[0] + t + 1, kvw = nkv * hd, kvh = h / (nh / nkv);
+    int chunk = (npos + splits - 1) / splits;
+    int j0 = sp * chunk, j1 = min(npos, j0 + chunk);
+    // the slice's key and value rows start for L2 while the previous kernel (which writes
+    // the newest rows) finishes: the loads after the wait then find them there
+    const int es = kv_f16 ? 2 : 4;
+    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x)
+        for (int o = 0; o < hd * es; o += 128) {
+            const long long off = ((long long)j * kvw + (long long)kvh * hd) * es + o;
+            prefetch_l2((const char *)Kc + off);
+            prefetch_l2((const char *)Vc + off);
+        }
+    pdl_wait();
+    pdl_launch();
+    float *qv = sm, *sc = sm + hd;
+    const float *q = Q + ((long long)t * nh + h) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x)
+        qv[d] = kv_f16 ? round_h(q[d]) : q[d];
+    __syncthreads();
+    // scores: a thread per cache row, the row read in 16-byte pieces (q from shared memory),
+    // 8 pieces issued before the first is used where hd allows (one at a time, the 7B
+    // decode step spent about 10 us a layer here, most of it waiting on 16 loads in turn)
+    float mx = -INFINITY;
+    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+        float s = 0;
+        if (kv_f16) {
+            const u16 *kr = (const u16 *)Kc + (long long)j * kvw + kvh * hd;
+            if (hd % 64 == 0) {
+                for (int d0 = 0; d0 < hd; d0 += 64) {
+                    uint4 u[8];
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        u[i] = *(const uint4 *)(kr + d0 + 8 * i);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        const int d = d0 + 8 * i;
+                        u32 uw[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            s += qv[d + 2 * e] * h2f((u16)(uw[e] & 0xffff)) +
+                                 qv[d + 2 * e + 1] * h2f((u16)(uw[e] >> 16));
+                    }
+                }
+            } else if (hd % 8 == 0) {
+                for (int d = 0; d < hd; d += 8) {
+                    uint4 u = *(const uint4 *)(kr + d);
+                    u32 uw[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        s += qv[d + 2 * i] * h2f((u16)(uw[i] & 0xffff)) +
+                             qv[d + 2 * i + 1] * h2f((u16)(uw[i] >> 16));
+                }
+            } else {
+                for (int d = 0; d < hd; d++)
+                    s += qv[d] * h2f(kr[d]);
+            }
+        } else {
+            const float *kr = (const float *)Kc + (long long)j * kvw + kvh * hd;
+            if (hd % 32 == 0) {
+                for (int d0 = 0; d0 < hd; d0 += 32) {
+                    float4 k4[8];
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        k4[i] = *(const float4 *)(kr + d0 + 4 * i);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        const int d = d0 + 4 * i;
+                        s += qv[d] * k4[i].x + qv[d + 1] * k4[i].y + qv[d + 2] * k4[i].z +
+                             qv[d + 3] * k4[i].w;
+                    }
+                }
+            } else if (hd % 4 == 0) {
+                for (int d = 0; d < hd; d += 4) {
+                    float4 k4 = *(const float4 *)(kr + d);
+                    s += qv[d] * k4.x + qv[d + 1] * k4.y + qv[d + 2] * k4.z + qv[d + 3] * k4.w;
+                }
+            } else {
+                for (int d = 0; d < hd; d++)
+                    s += qv[d] * kr[d];
+            }
+        }
+        s *= scale;
+        sc[j - j0] = s;
+        mx = fmaxf(mx, s);
+    }
+    __syncthreads();
+    mx = block_max(mx, red);
+    double sum = 0;
+    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+        float e = expf(sc[j - j0] - mx);
+        sc[j - j0] = e;
+        sum += e;
+    }
+    sum = block_sum_d(sum, redd);
+    float inv = splits == 1 ? (float)(1.0 / sum) : 1.0f;
+    // this block's output: the head's row of O, or (splits > 1) its partial after (max, sum)
+    float *orow = splits == 1 ? O + ((long long)t * nh + h) * hd
+                              : part + (((long long)t * nh + h) * splits + sp) * (hd + 2) + 2;
+    if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128) && blockDim.x == 128) {
+        // output, F16 cache: thread = (row group, 16 columns); each reads its rows' 32-byte
+        // pieces (two rows at a time), then the row groups' sums are added in shared memory
+        // (red2: 2048 floats after the scores)
+        const int ncg = hd / 16, nrg = 128 / ncg, cg = threadIdx.x % ncg, rg = threadIdx.x / ncg;
+        float o[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            o[i] = 0.0f;
+        const u16 *vb = (const u16 *)Vc + kvh * hd + cg * 16;
+        // rows j + q nrg (q < 4) each pass, all four loaded before the first is used; added as
+        // two pairs (j, j + nrg), then (j + 2 nrg, j + 3 nrg), in the order of rows
+        for (int j = j0 + rg; j < j1; j += 4 * nrg) {
+            uint4 a[4][2];
+            float pr[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int jq = j + q * nrg;
+                a[q][0] = a[q][1] = make_uint4(0, 0, 0, 0);
+                pr[q] = 0.0f;
+                if (jq < j1) {
+                    const u16 *r = vb + (long long)jq * kvw;
+                    a[q][0] = *(const uint4 *)r;
+                    a[q][1] = *(const uint4 *)(r + 8);
+                    pr[q] = sc[jq - j0] * inv;
+                    if (splits == 1)
+                        pr[q] = round_h(pr[q]);
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q += 2) {
+                float va[16], vc[16];
+                half8(T_F16, a[q][0], va);
+                half8(T_F16, a[q][1], va + 8);
+                half8(T_F16, a[q + 1][0], vc);
+                half8(T_F16, a[q + 1][1], vc + 8);
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+                    o[i] += pr[q] * va[i] + pr[q + 1] * vc[i];
+            }
+        }
+        float *red2 = sc + ((j1 - j0 + 3) & ~3);
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            red2[rg * hd + cg * 16 + i] = o[i];
+        __syncthreads();
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float v = 0.0f;
+            for (int r = 0; r < nrg; r++)
+                v += red2[r * hd + d];
+            orow[d] = v;
+        }
+    } else {
+        // output: a thread per element, 8 cache rows' values loaded before they are used
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float o = 0;
+            int j = j0;
+            for (; j + 8 <= j1; j += 8) {
+                float v[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    long long iv = (long long)(j + u) * kvw + kvh * hd + d;
+                    v[u] = kv_f16 ? h2f(((const u16 *)Vc)[iv]) : ((const float *)Vc)[iv];
+                }
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    float p = sc[j + u - j0] * inv;
+                    if (kv_f16 && splits == 1)
+                        p = round_h(p);
+                    o += p * v[u];
+                }
+            }
+            for (; j < j1; j++) {
+                float p = sc[j - j0] * inv;
+                if (kv_f16) {
+                    p = splits == 1 ? round_h(p) : p;
+                    o += p * h2f(((const u16 *)Vc)[(long long)j * kvw + kvh * hd + d]);
+                } else {
+                    o += p * ((const float *)Vc)[(long long)j * kvw + kvh * hd + d];
+                }
+            }
+            orow[d] = o;
+        }
+    }
+    if (splits > 1 && threadIdx.x == 0) {
+        orow[-2] = j1 > j0 ? mx : -INFINITY;
+        orow[-1] = (float)sum;
+    }
+}
+
+// grid (n_tok, nh), block hd
+extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int hd, int splits)
+{
+#ifdef AHD
+    hd = AHD;
+#endif
+    pdl_wait();
+    pdl_launch();
+    int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    const float *pp = part + ((long long)t * nh + h) * splits * (hd + 2);
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; s++)
+        mx = fmaxf(mx, pp[s * (hd + 2)]);
+    double sum = 0;
+    float o = 0;
+    for (int s = 0; s < splits; s++) {
+        float m = pp[s * (hd + 2)];
+        if (m == -INFINITY)
+            continue;
+        float f = expf(m - mx);
+        sum += (double)pp[s * (hd + 2) + 1] * f;
+        o += pp[s * (hd + 2) + 2 + d] * f;
+    }
+    if (d < hd)
+        O[((long long)t * nh + h) * hd + d] = o * (float)(1.0 / sum);
+}
