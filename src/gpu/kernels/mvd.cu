@@ -150,25 +150,8 @@ __device__ __forceinline__ rowp row_of(const u8 *W, i64 N, int r, int k, int sl)
     return p;
 }
 
-// 16 bytes of weights (EF: with a cache hint)
-__device__ __forceinline__ uint4 ldw(const u8 *p)
-{
-#if EF == 1
-    uint4 v;
-    asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-#elif EF == 2
-    uint4 v;
-    unsigned long long pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(pol));
-    return v;
-#else
-    return *(const uint4 *)p;
-#endif
-}
+// 16 bytes of weights (EF: with that cache hint)
+__device__ __forceinline__ uint4 ldw(const u8 *p) { return ld16_hint<EF>(p); }
 
 // The lane's piece i of a row
 __device__ __forceinline__ void ld_piece(const rowp &w, int i, piece &p)

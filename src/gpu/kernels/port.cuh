@@ -172,6 +172,29 @@ template <int TR> __device__ __forceinline__ void ldsm_x4(unsigned *r, const voi
 #endif
 }
 
+// 16 bytes of global memory (16-byte aligned) read once: H 1 streaming (ld.global.cs,
+// evicted first from L1 and L2), 2 an L2 evict-first cache policy and no L1 allocation, 0 a
+// plain load. AMD: a plain load.
+template <int H> __device__ __forceinline__ uint4 ld16_hint(const void *p)
+{
+#if !BRASA_HIP
+    uint4 v;
+    if (H == 1) {
+        asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+        return v;
+    }
+    if (H == 2) {
+        unsigned long long pol;
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+        asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(pol));
+        return v;
+    }
+#endif
+    return *(const uint4 *)p;
+}
+
 // 16 bytes from global to shared memory without passing through registers (sm_80 and newer:
 // cp.async, completed by cp_async_wait); AMD: an ordinary copy.
 __device__ __forceinline__ void cp_async16(void *dst, const void *src)
