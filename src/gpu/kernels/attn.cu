@@ -1,7 +1,7 @@
 // attn.cu: decode and prompt attention over the KV cache (the tensor-core prompt kernel is
 // fa.cu), rendered for one head size and cache type so that the kernel carries only its own
 // paths: its code is fetched anew each layer, after the weights' stream has gone through the
-// caches (with quant_act rendered per mode, tg128 +1-3%, BENCHMARKS.md).
+// caches (with quant_act rendered per mode: tg128 +2-4% on Q4_K_M files, BENCHMARKS.md).
 // Parameters: AHD (values per head), AF16 (1: F16 cache, 0: F32); without them the head size
 // and cache type are the kernel's arguments.
 #include "common.cuh"
