@@ -23,8 +23,9 @@
 // register budget allows), XC, AL (rounds without branches: each round's loads, weights and
 // then activations, go out together), EF (the weights' 16-byte loads: 1 streaming,
 // ld.global.cs, evicted first: read once a token, they then leave the activations, the KV
-// cache and the kernels' code in L2 (tg128 +2-5%, BENCHMARKS.md); 2 L2 evict-first by a cache
-// policy, no L1 allocation; 0 plain loads; 0 and 2 are measurements).
+// cache and the kernels' code in L2 (tg128 +0.4-3%, but -1% on 7B Q8_0, BENCHMARKS.md); 2
+// L2 evict-first by a cache policy, no L1 allocation; 0 plain loads; 0 and 2 are
+// measurements).
 #include "common.cuh"
 
 #ifndef QT
