@@ -106,8 +106,7 @@ struct gpu {
      * arguments), and quantize.cu for each mode of quant_act, loaded when first used: the code
      * a launch runs is fetched anew each layer, so kernels carry only their own paths
      * (BRASA_GPU_SPEC=0: the ones for any) */
-    struct { int hd, f16; CUmodule m; CUfunction fn, merge; } ak[5];
-    int n_ak;
+    struct { int hd, f16; CUmodule m; CUfunction fn[2]; } ak[5]; /* attn, attn_merge */
     CUmodule m_qm[5];
     CUfunction k_qm[5];
     bool spec;
@@ -386,12 +385,12 @@ void gpu_close(struct gpu *g)
             g->d.cuModuleUnload(g->m_ops);
         if (g->m_quant)
             g->d.cuModuleUnload(g->m_quant);
-        for (int i = 0; i < g->n_ak; i++)
+        for (int i = 0; i < 5; i++) {
             if (g->ak[i].m)
                 g->d.cuModuleUnload(g->ak[i].m);
-        for (int i = 0; i < 5; i++)
             if (g->m_qm[i])
                 g->d.cuModuleUnload(g->m_qm[i]);
+        }
         for (int i = 0; i < 2; i++)
             if (g->m_fa[i])
                 g->d.cuModuleUnload(g->m_fa[i]);
@@ -529,58 +528,64 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
     return brasa_wrap(err, st, "no usable %s variant for type %u", fname, wtype);
 }
 
-/* The attention kernels (attn.cu) for heads of hd values and an F16 (f16) or F32 cache */
+/* Template tmpl rendered with defs[0..n) into *mod, its functions names[0..nf) into fn (a
+ * kernel loaded when first used); nothing is kept when one of them fails */
+static brasa_status load_module(struct gpu *g, const char *tmpl, const struct jit_def *defs,
+                                int n, const char *const *names, int nf, CUmodule *mod,
+                                CUfunction *fn, struct brasa_err *err)
+{
+    brasa_status st = jit_module(&g->jit, tmpl, defs, n, mod, err);
+    for (int i = 0; i < nf && st == BRASA_OK; i++)
+        st = jit_function(&g->jit, *mod, names[i], &fn[i], NULL, NULL, err);
+    if (st != BRASA_OK && *mod) {
+        g->d.cuModuleUnload(*mod);
+        *mod = NULL;
+        for (int i = 0; i < nf; i++)
+            fn[i] = NULL;
+    }
+    return st;
+}
+
+/* The attention kernels (attn.cu: attn, attn_merge) for heads of hd values and an F16 (f16)
+ * or F32 cache. Slot 0 holds the kernels for any shape (BRASA_GPU_SPEC=0, or a fifth kind in
+ * one process), slots 1-4 the rendered ones, filled in order. */
 static brasa_status get_attn(struct gpu *g, int hd, int f16, CUfunction *fn, CUfunction *merge,
                              struct brasa_err *err)
 {
+    static const char *const names[2] = {"attn", "attn_merge"};
     int i = 0;
     if (g->spec)
-        for (i = 1; i < g->n_ak && (g->ak[i].hd != hd || g->ak[i].f16 != f16); i++)
+        for (i = 1; i < 5 && g->ak[i].fn[0] && (g->ak[i].hd != hd || g->ak[i].f16 != f16); i++)
             ;
-    if (i == 5) /* (a fifth kind in one process: the kernels for any) */
+    if (i == 5)
         i = 0;
-    if (i >= g->n_ak || !g->ak[i].fn) {
+    if (!g->ak[i].fn[0]) {
         struct jit_def defs[2] = {{"AHD", hd}, {"AF16", f16}};
-        brasa_status st;
-        CUmodule m = NULL;
-        if ((st = jit_module(&g->jit, "attn.cu", defs, i ? 2 : 0, &m, err)) ||
-            (st = jit_function(&g->jit, m, "attn", &g->ak[i].fn, NULL, NULL, err)) ||
-            (st = jit_function(&g->jit, m, "attn_merge", &g->ak[i].merge, NULL, NULL, err))) {
-            if (m)
-                g->d.cuModuleUnload(m);
-            g->ak[i].fn = NULL;
+        brasa_status st = load_module(g, "attn.cu", defs, i ? 2 : 0, names, 2, &g->ak[i].m,
+                                      g->ak[i].fn, err);
+        if (st != BRASA_OK)
             return st;
-        }
-        g->ak[i].m = m;
-        g->ak[i].hd = i ? hd : 0;
+        g->ak[i].hd = hd;
         g->ak[i].f16 = f16;
-        if (i >= g->n_ak)
-            g->n_ak = i + 1;
     }
-    *fn = g->ak[i].fn;
-    *merge = g->ak[i].merge;
+    *fn = g->ak[i].fn[0];
+    *merge = g->ak[i].fn[1];
     return BRASA_OK;
 }
 
 /* quant_act (quantize.cu) for one conversion mode (0-4; BRASA_GPU_SPEC=0: for any) */
 static brasa_status get_quant(struct gpu *g, int mode, CUfunction *fn, struct brasa_err *err)
 {
+    static const char *const name = "quant_act";
     if (!g->spec || mode < 0 || mode > 4) {
         *fn = g->k[K_QUANT];
         return BRASA_OK;
     }
-    if (!g->k_qm[mode]) {
-        struct jit_def def = {"QMODE", mode};
-        brasa_status st;
-        if ((st = jit_module(&g->jit, "quantize.cu", &def, 1, &g->m_qm[mode], err)) != BRASA_OK)
-            return st;
-        if ((st = jit_function(&g->jit, g->m_qm[mode], "quant_act", &g->k_qm[mode], NULL, NULL,
-                               err)) != BRASA_OK) {
-            g->d.cuModuleUnload(g->m_qm[mode]);
-            g->m_qm[mode] = NULL;
-            return st;
-        }
-    }
+    struct jit_def def = {"QMODE", mode};
+    brasa_status st;
+    if (!g->k_qm[mode] && (st = load_module(g, "quantize.cu", &def, 1, &name, 1, &g->m_qm[mode],
+                                            &g->k_qm[mode], err)) != BRASA_OK)
+        return st;
     *fn = g->k_qm[mode];
     return BRASA_OK;
 }
@@ -588,19 +593,14 @@ static brasa_status get_quant(struct gpu *g, int mode, CUfunction *fn, struct br
 /* The prompt attention kernel (fa.cu) for heads of hd (64 or 128) values. */
 static brasa_status get_fa(struct gpu *g, int hd, CUfunction *fn, struct brasa_err *err)
 {
+    static const char *const name = "fa";
     int i = hd == 64 ? 0 : 1;
-    if (!g->k_fa[i]) {
-        struct jit_def def = {"HD", hd};
-        brasa_status st;
-        if ((st = jit_module(&g->jit, "fa.cu", &def, 1, &g->m_fa[i], err)) != BRASA_OK)
-            return st;
-        if ((st = jit_function(&g->jit, g->m_fa[i], "fa", &g->k_fa[i], NULL, NULL, err)) !=
-            BRASA_OK) {
-            g->d.cuModuleUnload(g->m_fa[i]);
-            g->m_fa[i] = NULL;
-            return st;
-        }
-    }
+    struct jit_def def = {"HD", hd};
+    brasa_status st;
+    if (!g->k_fa[i] &&
+        (st = load_module(g, "fa.cu", &def, 1, &name, 1, &g->m_fa[i], &g->k_fa[i], err)) !=
+            BRASA_OK)
+        return st;
     *fn = g->k_fa[i];
     return BRASA_OK;
 }
