@@ -438,8 +438,10 @@ static int blocks_per_sm(const struct gpu *g, int nt, int regs, unsigned shm)
  * the device's limit); false where it cannot. */
 static bool allow_smem(struct gpu *g, CUfunction fn, size_t shm)
 {
-    return shm <= 48 * 1024 ||
-           (shm <= (size_t)g->smem_optin &&
+    int st = 0; /* (its static shared memory counts against the 48 KiB too) */
+    g->d.cuFuncGetAttribute(&st, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
+    return shm + (size_t)st <= 48 * 1024 ||
+           (shm + (size_t)st <= (size_t)g->smem_optin &&
             g->d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     (int)shm) == 0);
 }
