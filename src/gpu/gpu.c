@@ -224,7 +224,8 @@ struct gpu_sess {
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
-    int wmin;                /* decode products split along k below this many warps per SM */
+    int wmin;                /* decode products split along k below this many warps per SM
+                              * (BRASA_GPU_MVD_WMIN; 0: by type, plan_matmul) */
     int mvd_xc;              /* decode products that convert their own activation (mvd.cu
                               * XC): 1 those gpu_mvd_xc names, 0 none, 2 every one, 3
                               * those and every other of rows up to 8192
@@ -700,9 +701,9 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->dump = getenv("BRASA_DUMP");
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
-    s->wmin = env_int("BRASA_GPU_MVD_WMIN", 12);
-    if (s->wmin < 1 || s->wmin > 256)
-        s->wmin = 12;
+    s->wmin = env_int("BRASA_GPU_MVD_WMIN", 0);
+    if (s->wmin < 0 || s->wmin > 256)
+        s->wmin = 0;
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
@@ -1122,13 +1123,16 @@ static brasa_status plan_matmul(struct pb *b, int i)
         long pieces = k / pe;
         int nr = mvd_rows(b, glu, nm, r), nout = glu ? nr / 2 : nr;
         long groups = (tot + nout - 1) / nout;
-        /* ks warps share a group (split along k) while the launch has fewer than wmin warps
-         * per SM (12; BRASA_GPU_MVD_WMIN) and every lane still gets a piece. Fewer, longer
-         * warps pay where there are enough of them: the 7B products of 3,584 rows (down, o,
-         * q/k/v) with a warp a group are 2% faster in tg128 than split into 1.7 waves as with
-         * 64; the 1.5B down product (768 groups) stays split in 4 (BENCHMARKS.md) */
+        /* ks warps share a group (split along k) while the launch has fewer than wm warps
+         * per SM and every lane still gets a piece. Fewer, longer warps pay where there are
+         * enough of them: the 7B products of 3,584 rows (down, o, q/k/v) with a warp a group
+         * are 3% faster in tg128 than split into 1.7 waves (wm 64, as before); the 1.5B down
+         * product (768 groups) is split in 2 for the K formats (wm 6: +1.3%) and in 4 for
+         * the others (wm 12: 4% faster than 2). BRASA_GPU_MVD_WMIN sets wm for every type
+         * (BENCHMARKS.md). */
+        const int wm = b->s->wmin ? b->s->wmin : mode == 1 ? 6 : 12;
         int ks = 1;
-        while (ks < 4 && groups * ks < (long)b->s->wmin * g->n_sm && pieces >= 64L * ks)
+        while (ks < 4 && groups * ks < (long)wm * g->n_sm && pieces >= 64L * ks)
             ks *= 2;
         if (b->s->force_ks == 1 || b->s->force_ks == 2 || b->s->force_ks == 4)
             ks = b->s->force_ks;
