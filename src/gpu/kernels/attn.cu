@@ -6,6 +6,18 @@
 // and cache type are the kernel's arguments.
 #include "common.cuh"
 
+// pieces of 16 bytes of a key row in flight at once (F16 cache), and value rows a thread
+// loads before it uses the first: rendered for heads of 128, a row's 16 pieces and 8 rows
+// (one L2 round trip each for contexts up to 128 where there were two)
+#if defined(AHD) && AHD == 128 && !defined(AKU)
+#define AKU 16
+#define AVQ 8
+#endif
+#ifndef AKU
+#define AKU 8
+#define AVQ 4
+#endif
+
 // Causal attention over the cache, one block per (query token, head, sequence split).
 // With splits > 1, each block covers a slice of the rows and writes its partial (max, sum,
 // unnormalised output) to part[]; attn_merge combines them.
@@ -52,14 +64,14 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         float s = 0;
         if (kv_f16) {
             const u16 *kr = (const u16 *)Kc + (long long)j * kvw + kvh * hd;
-            if (hd % 64 == 0) {
-                for (int d0 = 0; d0 < hd; d0 += 64) {
-                    uint4 u[8];
+            if (hd % (8 * AKU) == 0) {
+                for (int d0 = 0; d0 < hd; d0 += 8 * AKU) {
+                    uint4 u[AKU];
 #pragma unroll
-                    for (int i = 0; i < 8; i++)
+                    for (int i = 0; i < AKU; i++)
                         u[i] = *(const uint4 *)(kr + d0 + 8 * i);
 #pragma unroll
-                    for (int i = 0; i < 8; i++) {
+                    for (int i = 0; i < AKU; i++) {
                         const int d = d0 + 8 * i;
                         u32 uw[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
 #pragma unroll
@@ -133,13 +145,13 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         for (int i = 0; i < 16; i++)
             o[i] = 0.0f;
         const u16 *vb = (const u16 *)Vc + kvh * hd + cg * 16;
-        // rows j + q nrg (q < 4) each pass, all four loaded before the first is used; added as
-        // two pairs (j, j + nrg), then (j + 2 nrg, j + 3 nrg), in the order of rows
-        for (int j = j0 + rg; j < j1; j += 4 * nrg) {
-            uint4 a[4][2];
-            float pr[4];
+        // rows j + q nrg (q < AVQ) each pass, all loaded before the first is used; added in
+        // pairs (j, j + nrg), (j + 2 nrg, j + 3 nrg), ..., in the order of rows
+        for (int j = j0 + rg; j < j1; j += AVQ * nrg) {
+            uint4 a[AVQ][2];
+            float pr[AVQ];
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
+            for (int q = 0; q < AVQ; q++) {
                 const int jq = j + q * nrg;
                 a[q][0] = a[q][1] = make_uint4(0, 0, 0, 0);
                 pr[q] = 0.0f;
@@ -153,7 +165,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                 }
             }
 #pragma unroll
-            for (int q = 0; q < 4; q += 2) {
+            for (int q = 0; q < AVQ; q += 2) {
                 float va[16], vc[16];
                 half8(T_F16, a[q][0], va);
                 half8(T_F16, a[q][1], va + 8);
