@@ -96,7 +96,7 @@ struct gpu {
     CUcontext ctx;
     struct jit jit;
     struct gmem mem;
-    CUmodule m_ops, m_quant;
+    CUmodule m_ops, m_quant; /* m_quant: quant_act for any mode, loaded when first used */
     CUfunction k[K_COUNT];
     CUdeviceptr tl;          /* BRASA_GPU_TIMELINE=1: the kernels' stamps (port.cuh tl_stamp) */
     int tl_level;            /* BRASA_GPU_TIMELINE: 0 off, 1 per kernel name, 2 also one step */
@@ -264,15 +264,15 @@ struct gpu_sess {
 static brasa_status load_fixed(struct gpu *g, struct brasa_err *err)
 {
     brasa_status st;
-    if ((st = jit_module(&g->jit, "ops.cu", NULL, 0, &g->m_ops, err)) ||
-        (st = jit_module(&g->jit, "quantize.cu", NULL, 0, &g->m_quant, err)))
+    if ((st = jit_module(&g->jit, "ops.cu", NULL, 0, &g->m_ops, err)))
         return st;
     for (int i = 0; i < K_COUNT; i++) {
-        CUmodule m = i == K_QUANT ? g->m_quant : g->m_ops;
         int local = 0;
+        if (i == K_QUANT) /* (quantize.cu: when get_quant first needs it) */
+            continue;
         /* rope's only local memory is sinf/cosf's range reduction for large angles */
-        if ((st = jit_function(&g->jit, m, k_names[i], &g->k[i], NULL, i == K_ROPE ? &local : NULL,
-                               err)) != BRASA_OK)
+        if ((st = jit_function(&g->jit, g->m_ops, k_names[i], &g->k[i], NULL,
+                               i == K_ROPE ? &local : NULL, err)) != BRASA_OK)
             return st;
     }
     return BRASA_OK;
@@ -581,12 +581,15 @@ static brasa_status get_attn(struct gpu *g, int hd, int f16, CUfunction *fn, CUf
 static brasa_status get_quant(struct gpu *g, int mode, CUfunction *fn, struct brasa_err *err)
 {
     static const char *const name = "quant_act";
-    if (!g->spec || mode < 0 || mode > 4) {
+    brasa_status st;
+    if (!g->spec || mode < 0 || mode > 4) { /* the kernel for any mode, loaded once */
+        if (!g->k[K_QUANT] && (st = load_module(g, "quantize.cu", NULL, 0, &name, 1, &g->m_quant,
+                                                &g->k[K_QUANT], err)) != BRASA_OK)
+            return st;
         *fn = g->k[K_QUANT];
         return BRASA_OK;
     }
     struct jit_def def = {"QMODE", mode};
-    brasa_status st;
     if (!g->k_qm[mode] && (st = load_module(g, "quantize.cu", &def, 1, &name, 1, &g->m_qm[mode],
                                             &g->k_qm[mode], err)) != BRASA_OK)
         return st;
