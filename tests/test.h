@@ -83,4 +83,10 @@ unsigned long long test_seed(void);
 unsigned long long test_rand_u64(unsigned long long *s);
 float test_rand_uniform(unsigned long long *s);  /* [-1, 1) */
 float test_rand_normal(unsigned long long *s);
+/* A model's F32 KV caches and DeltaNet states (zero) in host memory, for mdl_build: *mem holds
+ * them all (free it and the cache's arrays with test_cache_free). 0 on success. */
+struct mdl;
+struct mdl_cache;
+int test_cache_new(const struct mdl *m, int n_ctx, struct mdl_cache *c, float **mem);
+void test_cache_free(struct mdl_cache *c, float *mem);
 #endif

@@ -1,14 +1,18 @@
 /* The GPU backend against the goldens and against the CPU backend, on every fixture model;
  * the graph executor against the eager one (bit-identical); long-context attention (split
- * along the sequence) and the F16 KV cache. Runs only where a GPU is present; SKIPs otherwise. */
+ * along the sequence) and the F16 KV cache; a tensor-parallel shard's all-reduces through
+ * NCCL. Runs only where a GPU is present; SKIPs otherwise. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "brasa.h"
+#include "gguf/gguf.h"
 #include "gpu/gpu.h"
+#include "gpu/nccl.h"
 #include "json_mini.h"
+#include "model/model.h"
 #include "test.h"
 
 static int have_gpu = -1;
@@ -411,5 +415,120 @@ TEST(device_candidates)
     }
 }
 
+/* A model's graphs (prompt of NP tokens, decode) and a session for them on GPU g. */
+struct gpu_run {
+    struct mdl m;
+    void *mem; /* a shard's weights */
+    struct mdl_cache c;
+    float *kv;
+    struct graph gr[2];
+    struct gpu_sess *s;
+};
+
+static brasa_status gpu_run_open(struct gpu_run *t, struct gpu *g, const struct nccl *nc,
+                                 ncclComm_t comm, int np, int n_ctx, struct brasa_err *err)
+{
+    if (test_cache_new(&t->m, n_ctx, &t->c, &t->kv))
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    brasa_status st;
+    if ((st = mdl_build(&t->m, &t->c, np, false, &t->gr[0], err)) ||
+        (st = mdl_build(&t->m, &t->c, 1, false, &t->gr[1], err)) ||
+        (st = gpu_sess_new(g, &t->s, err)) ||
+        (nc && (st = gpu_sess_set_comm(t->s, nc, comm, err))) ||
+        (st = gpu_sess_prepare(t->s, &t->gr[0], n_ctx, err)))
+        return st;
+    return gpu_sess_prepare(t->s, &t->gr[1], n_ctx, err);
+}
+
+static void gpu_run_close(struct gpu_run *t)
+{
+    gpu_sess_free(t->s);
+    graph_free(&t->gr[0]);
+    graph_free(&t->gr[1]);
+    test_cache_free(&t->c, t->kv);
+    mdl_free(&t->m);
+    free(t->mem);
+}
+
+/* A shard of one (mdl_shard(m, 0, 1)): the model with tensor parallelism's all-reduces after
+ * the embedding, each attention or DeltaNet mixer and each FFN, run by NCCL over a
+ * communicator of one GPU (eager in the prompt, captured into the decode graph), against the
+ * whole model on the same GPU: a 6-token prompt and 8 greedy steps, logits within 1e-3 of the
+ * largest, the same tokens. Needs NCCL (BRASA_NCCL: its path); SKIPs without it. Each fixture
+ * opens the device anew (its weights are known by their host addresses, which the next
+ * fixture's may reuse), and a communicator with it. */
+TEST(shard_allreduce_through_nccl)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    struct brasa_err err = {{0}};
+    struct nccl nc;
+    if (nccl_load(&nc, &err) != BRASA_OK) {
+        fprintf(stderr, "  %s\n", err.msg);
+        SKIP("no NCCL");
+    }
+    printf("  %s (version %d), a communicator of 1 GPU\n", nc.name, nc.version);
+    static const char *const files[] = {"fixtures/llama.Q8_0.gguf", "fixtures/qwen2.Q4_K_M.gguf",
+                                        "fixtures/granite.Q4_K_M.gguf",
+                                        "fixtures/qwen35.Q8_0.gguf"};
+    enum { NP = 6, NS = 8, CTX = 64 };
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        const char *path = test_shared_path(files[i]);
+        if (!test_file_exists(path))
+            continue;
+        struct gpu *g = NULL;
+        ncclUniqueId id;
+        ncclComm_t comm = NULL;
+        REQUIRE(gpu_open(&g, NULL, &err) == BRASA_OK && gpu_make_current(g, &err) == BRASA_OK);
+        int r0 = nc.GetUniqueId(&id), r1 = r0 ? r0 : nc.CommInitRank(&comm, 1, id, 0);
+        CHECKF(!r0 && !r1, "NCCL: %s", nc.GetErrorString(r0 ? r0 : r1));
+        struct gguf_file *f = NULL;
+        struct gpu_run w, sh;
+        memset(&w, 0, sizeof w);
+        memset(&sh, 0, sizeof sh);
+        brasa_status st = gguf_open(&f, path, &err);
+        if (st == BRASA_OK && (st = mdl_load(&w.m, f, &err)) == BRASA_OK &&
+            (st = mdl_shard(&w.m, 0, 1, &sh.m, &sh.mem, &err)) == BRASA_OK &&
+            (st = gpu_run_open(&w, g, NULL, NULL, NP, CTX, &err)) == BRASA_OK)
+            st = gpu_run_open(&sh, g, &nc, comm, NP, CTX, &err);
+        CHECKF(st == BRASA_OK, "%s: %s", files[i], err.msg);
+        int V = w.m.hp.n_vocab, same = 1;
+        int32_t toks[NP] = {1, 17, 70, 42, 100, 99};
+        double worst = 0;
+        for (int k = 0; st == BRASA_OK && k <= NS; k++) {
+            struct graph_run r = {.pos0 = k ? NP + k - 1 : 0, .tokens = toks};
+            const float *a = NULL, *b = NULL;
+            if ((st = gpu_sess_run(w.s, &w.gr[k ? 1 : 0], &r, &err)) != BRASA_OK ||
+                !(a = gpu_sess_output(w.s, &err)) ||
+                (st = gpu_sess_run(sh.s, &sh.gr[k ? 1 : 0], &r, &err)) != BRASA_OK ||
+                !(b = gpu_sess_output(sh.s, &err))) {
+                st = st ? st : BRASA_EDEVICE;
+                break;
+            }
+            double md = 0, mx = 0;
+            for (int v = 0; v < V; v++) {
+                md = fmax(md, fabs((double)b[v] - a[v]));
+                mx = fmax(mx, fabs((double)a[v]));
+            }
+            worst = fmax(worst, md / mx);
+            same &= test_argmax(a, V) == test_argmax(b, V);
+            toks[0] = test_argmax(a, V);
+        }
+        CHECKF(st == BRASA_OK, "%s: %s", files[i], err.msg);
+        CHECKF(worst <= 1e-3 && same, "%s: a shard of one through NCCL: logits %.3g apart, "
+               "greedy tokens %s", files[i], worst, same ? "the same" : "differ");
+        printf("  %-28s shard of 1, all-reduces by NCCL: logits within %.2e of the largest, "
+               "greedy tokens %s\n", files[i], worst, same ? "the same" : "DIFFER");
+        gpu_run_close(&sh);
+        gpu_run_close(&w);
+        if (f)
+            gguf_close(f);
+        if (comm)
+            nc.CommDestroy(comm);
+        gpu_close(g);
+    }
+    nccl_unload(&nc);
+}
+
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
-          T(long_context_f16_cache), T(device_candidates))
+          T(long_context_f16_cache), T(device_candidates), T(shard_allreduce_through_nccl))

@@ -316,29 +316,8 @@ struct tp_run {
 static brasa_status tp_open(struct tp_run *t, struct pool *pl, int n_prompt, int n_ctx,
                             struct brasa_err *err)
 {
-    const struct mdl_hparams *hp = &t->m.hp;
-    int L = hp->n_layer;
-    size_t layer = (size_t)hp->n_head_kv * (size_t)hp->head_dim * (size_t)n_ctx;
-    t->c.n_ctx = n_ctx;
-    t->c.kv_type = GGML_TYPE_F32;
-    t->c.k = calloc((size_t)L, sizeof(void *));
-    t->c.v = calloc((size_t)L, sizeof(void *));
-    t->c.conv = calloc((size_t)L, sizeof(float *));
-    t->c.ssm = calloc((size_t)L, sizeof(float *));
-    /* (DeltaNet layers: the convolution's and the recurrence's states, zero) */
-    size_t conv = (size_t)(hp->conv_k - 1) *
-                  (size_t)(2 * hp->ssm_n_kh * hp->ssm_dk + hp->ssm_n_vh * hp->ssm_dv),
-           ssm = (size_t)hp->ssm_n_vh * (size_t)hp->ssm_dv * (size_t)hp->ssm_dk,
-           per = 2 * layer + (hp->ssm_n_vh ? conv + ssm : 0);
-    t->kv = calloc(per * (size_t)L, sizeof(float));
-    if (!t->c.k || !t->c.v || !t->c.conv || !t->c.ssm || !t->kv)
+    if (test_cache_new(&t->m, n_ctx, &t->c, &t->kv))
         return brasa_fail(err, BRASA_ENOMEM, "out of memory");
-    for (int il = 0; il < L; il++) {
-        t->c.k[il] = t->kv + per * (size_t)il;
-        t->c.v[il] = t->kv + per * (size_t)il + layer;
-        t->c.conv[il] = t->kv + per * (size_t)il + 2 * layer;
-        t->c.ssm[il] = t->c.conv[il] + conv;
-    }
     brasa_status st;
     if ((st = mdl_build(&t->m, &t->c, n_prompt, false, &t->g[0], err)) ||
         (st = mdl_build(&t->m, &t->c, 1, false, &t->g[1], err)) ||
@@ -353,7 +332,7 @@ static void tp_close(struct tp_run *t)
     cpu_free(t->cpu);
     graph_free(&t->g[0]);
     graph_free(&t->g[1]);
-    free(t->c.k), free(t->c.v), free(t->c.conv), free(t->c.ssm), free(t->kv);
+    test_cache_free(&t->c, t->kv);
     mdl_free(&t->m);
     free(t->mem);
 }
@@ -498,11 +477,28 @@ TEST(sharded_forward_matches_whole_model)
         "fixtures/qwen3.Q8_0.gguf",  "fixtures/qwen35.Q8_0.gguf", "fixtures/qwen35.Q4_0.gguf"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)
         shards_vs_whole(files[i], 2, pl);
+    /* a shard of one: the whole model with its all-reduces (what test_gpu runs through NCCL),
+     * which its graphs hold */
+    shards_vs_whole("fixtures/qwen35.Q8_0.gguf", 1, pl);
     struct gguf_file *f = open_fixture("fixtures/qwen35.Q8_0.gguf");
     if (f) {
         struct mdl m = {0}, s = {0};
         void *mem = NULL;
+        struct mdl_cache c;
+        float *kv = NULL;
+        struct graph g = {0};
         REQUIRE(mdl_load(&m, f, &err) == BRASA_OK);
+        REQUIRE(mdl_shard(&m, 0, 1, &s, &mem, &err) == BRASA_OK);
+        REQUIRE(test_cache_new(&s, 8, &c, &kv) == 0);
+        REQUIRE(mdl_build(&s, &c, 1, false, &g, &err) == BRASA_OK);
+        int nar = 0;
+        for (int i = 0; i < g.n; i++)
+            nar += g.nodes[i].op == GOP_ALLREDUCE;
+        CHECKF(nar == 1 + 2 * m.hp.n_layer, "%d all-reduces in %d layers", nar, m.hp.n_layer);
+        graph_free(&g);
+        test_cache_free(&c, kv);
+        mdl_free(&s);
+        free(mem);
         CHECK(mdl_shard(&m, 0, 4, &s, &mem, &err) == BRASA_EUNSUPPORTED); /* 2 KV heads */
         CHECK(strstr(err.msg, "do not split over 4") != NULL);
         CHECK(mdl_shard(&m, 2, 2, &s, &mem, &err) == BRASA_EINVAL);

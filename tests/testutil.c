@@ -6,6 +6,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/model.h"
+#include "quant/quant.h"
+
 struct test_state test_cur;
 
 int test_run_all(const char *file, const struct test_entry *tests, int n, int argc, char **argv)
@@ -129,4 +132,43 @@ int test_argmax(const float *x, int n)
         if (x[i] > x[b])
             b = i;
     return b;
+}
+
+int test_cache_new(const struct mdl *m, int n_ctx, struct mdl_cache *c, float **mem)
+{
+    const struct mdl_hparams *hp = &m->hp;
+    int L = hp->n_layer;
+    size_t layer = (size_t)hp->n_head_kv * (size_t)hp->head_dim * (size_t)n_ctx;
+    memset(c, 0, sizeof *c);
+    c->n_ctx = n_ctx;
+    c->kv_type = GGML_TYPE_F32;
+    c->k = calloc((size_t)L, sizeof(void *));
+    c->v = calloc((size_t)L, sizeof(void *));
+    c->conv = calloc((size_t)L, sizeof(float *));
+    c->ssm = calloc((size_t)L, sizeof(float *));
+    /* (DeltaNet layers: the convolution's and the recurrence's states) */
+    size_t conv = (size_t)(hp->conv_k - 1) *
+                  (size_t)(2 * hp->ssm_n_kh * hp->ssm_dk + hp->ssm_n_vh * hp->ssm_dv),
+           ssm = (size_t)hp->ssm_n_vh * (size_t)hp->ssm_dv * (size_t)hp->ssm_dk,
+           per = 2 * layer + (hp->ssm_n_vh ? conv + ssm : 0);
+    *mem = calloc(per * (size_t)L, sizeof(float));
+    if (!c->k || !c->v || !c->conv || !c->ssm || !*mem) {
+        test_cache_free(c, *mem);
+        *mem = NULL;
+        return -1;
+    }
+    for (int il = 0; il < L; il++) {
+        c->k[il] = *mem + per * (size_t)il;
+        c->v[il] = *mem + per * (size_t)il + layer;
+        c->conv[il] = *mem + per * (size_t)il + 2 * layer;
+        c->ssm[il] = c->conv[il] + conv;
+    }
+    return 0;
+}
+
+void test_cache_free(struct mdl_cache *c, float *mem)
+{
+    free(c->k), free(c->v), free(c->conv), free(c->ssm), free(mem);
+    c->k = c->v = NULL;
+    c->conv = c->ssm = NULL;
 }

@@ -14,6 +14,7 @@
 #include "gpu/kcache.h"
 #include "gpu/layout.h"
 #include "gpu/mem.h"
+#include "gpu/nccl.h"
 #include "gpu/variants.h"
 
 /* ggml type ids used here (values of quant/quant.h's enum) */
@@ -197,6 +198,8 @@ static int env_int(const char *name, int def);
 #define MMT_DQ_STAGE_BYTES (128 * 72 * 2) /* mmt.cu dequantizing: one stage of either tile */
 struct gpu_sess {
     struct gpu *g;
+    const struct nccl *nc;  /* the shards' communicator (gpu_sess_set_comm), for ALLREDUCE */
+    ncclComm_t comm;
     CUstream st;
     CUevent ev0, ev1;
     struct wmap *states;
@@ -300,7 +303,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
         return st;
     }
     int maj = 0, min = 0;
-    if ((st = DRV_CALL(&g->d, err, cuDeviceGet, &g->dev, 0)) ||
+    if ((st = DRV_CALL(&g->d, err, cuDeviceGet, &g->dev, g->o.device)) ||
         (st = DRV_CALL(&g->d, err, cuDevicePrimaryCtxRetain, &g->ctx, g->dev)) ||
         (st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
         (st = DRV_CALL(&g->d, err, cuDeviceGetName, g->name, (int)sizeof g->name, g->dev)) ||
@@ -1256,9 +1259,6 @@ static brasa_status plan_node(struct pb *b, int i)
         const struct graph_node *w = &gr->nodes[n->in[0]];
         if (w->type != T_F32 && w->type != T_F16 && w->type != T_BF16 && !row_bytes(w->type, 256))
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "embedding type %u", w->type);
-        if (n->p.i[0])
-            return brasa_fail(b->err, BRASA_EUNSUPPORTED, "a shard's slice of the embedding has "
-                              "no GPU kernel yet");
         if ((l = L(b, K_GET_ROWS, NULL, NULL, i, (unsigned)T, 1, 1, 256, 0))) {
             size_t bb;
             int be;
@@ -1270,9 +1270,21 @@ static brasa_status plan_node(struct pb *b, int i)
             ap(l, in[1]);
             af(l, n->p.f[0]);
             ap(l, out);
+            ai(l, n->p.i[0]); /* a shard's first row of the table, and its rows */
+            ai(l, w->ne[1]);
         }
         break;
     }
+    case GOP_ALLREDUCE: /* the shards' sum, by the collective library, in the stream's order */
+        if (!b->s->comm)
+            return brasa_fail(b->err, BRASA_EUNSUPPORTED, "node %s: a shard's all-reduce needs "
+                              "the GPUs' communicator (gpu_sess_set_comm)", n->name);
+        if ((l = L(b, -1, NULL, "allreduce", i, 1, 1, 1, 0, 0))) {
+            ap(l, in[0]);
+            ap(l, out);
+            al(l, (long long)node_elems(n));
+        }
+        break;
     case GOP_RMS_NORM:
     case GOP_L2_NORM:
     case GOP_RMS_NORM_GATE: {
@@ -1876,6 +1888,15 @@ static brasa_status tl_collect(struct gpu_sess *s, const struct plan *p, struct 
 
 static brasa_status launch(struct gpu_sess *s, const struct launch *l, struct brasa_err *err)
 {
+    if (!l->fn) { /* ALLREDUCE: the collective library's sum over the shards, in place or not */
+        ncclResult_t r = s->nc->AllReduce((const void *)(uintptr_t)l->v[0].p,
+                                          (void *)(uintptr_t)l->v[1].p, (size_t)l->v[2].l,
+                                          ncclFloat32, ncclSum, s->comm, (void *)s->st);
+        if (r != ncclSuccess)
+            return brasa_fail(err, BRASA_EDEVICE, "ncclAllReduce of %lld floats: %s", l->v[2].l,
+                              s->nc->GetErrorString(r));
+        return BRASA_OK;
+    }
     void *args[MAX_ARGS];
     union argv v[MAX_ARGS];
     memcpy(v, l->v, sizeof v);
@@ -2038,6 +2059,21 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
         struct timespec ts = {(time_t)idle, (long)((idle - (double)(time_t)idle) * 1e9)};
         nanosleep(&ts, NULL);
     }
+    return BRASA_OK;
+}
+
+brasa_status gpu_make_current(struct gpu *g, struct brasa_err *err)
+{
+    return DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx);
+}
+
+brasa_status gpu_sess_set_comm(struct gpu_sess *s, const struct nccl *nc, ncclComm_t comm,
+                               struct brasa_err *err)
+{
+    if (!nc || !nc->lib || !comm)
+        return brasa_fail(err, BRASA_EINVAL, "no collective library or communicator");
+    s->nc = nc;
+    s->comm = comm;
     return BRASA_OK;
 }
 

@@ -22,22 +22,27 @@
 #include <stdio.h>
 #include "core/status.h"
 #include "graph/graph.h"
+#include "gpu/nccl.h"
 
 struct gpu;
 struct gpu_sess;
 
 struct gpu_opts {
     bool verbose;
+    int device;         /* the device's ordinal (a shard's GPU); 0: the first */
     double duty;        /* 0: off */
     double timeout_s;   /* 0: default */
 };
 
-/* Loads the driver and compiler, opens device 0, compiles (or loads from the cache) the
+/* Loads the driver and compiler, opens device o->device (0 without o), compiles (or loads from the cache) the
  * fixed kernels. BRASA_EDEVICE with a plain message when no driver/GPU is present. */
 brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_err *err);
 /* Frees everything; reports leaked device allocations on stderr. */
 void gpu_close(struct gpu *g);
 const char *gpu_device_name(const struct gpu *g);
+/* Makes g's context the calling thread's current one (what the collective library, which
+ * goes through the CUDA runtime, takes as its device). */
+brasa_status gpu_make_current(struct gpu *g, struct brasa_err *err);
 /* Kernel telemetry: compile and load seconds, modules compiled and taken from the cache. */
 void gpu_jit_stats(const struct gpu *g, double *compile_s, double *load_s, int *compiled,
                    int *cached);
@@ -50,6 +55,12 @@ void gpu_sess_free(struct gpu_sess *s);
  * states and grows the arena. Pointers are range-checked here, not per launch. */
 brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_ctx,
                               struct brasa_err *err);
+/* The communicator of a tensor-parallel shard (model/shard.c) whose graph holds ALLREDUCE
+ * nodes: each becomes the collective library's sum over the shards (nc->AllReduce on the
+ * session's stream, captured into the decode graph like a kernel). Set before preparing such
+ * a graph; the communicator outlives the session. */
+brasa_status gpu_sess_set_comm(struct gpu_sess *s, const struct nccl *nc, ncclComm_t comm,
+                               struct brasa_err *err);
 /* Runs a prepared graph; the output node's rows are then at gpu_sess_output(). */
 brasa_status gpu_sess_run(struct gpu_sess *s, const struct graph *g, const struct graph_run *r,
                           struct brasa_err *err);

@@ -21,7 +21,7 @@ enum { ncclSum = 0 };
 
 struct nccl {
     void *lib;
-    char name[64];  /* the library that was loaded */
+    char name[256]; /* the library that was loaded */
     int version;    /* ncclGetVersion: e.g. 22105 for 2.21.5 */
     ncclResult_t (*GetVersion)(int *version);
     ncclResult_t (*GetUniqueId)(ncclUniqueId *id);

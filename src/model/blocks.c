@@ -302,10 +302,11 @@ static int view(struct blk *b, int il, int x, int64_t off, int64_t n0, int64_t n
 }
 
 /* A shard's part of a product whose input is split over the shards (attention output, FFN
- * down, DeltaNet output), summed over them; the part itself in a whole model. */
+ * down, DeltaNet output), summed over them; the part itself in a whole model. (A shard of one
+ * has its all-reduces too: a sum over one device, which checks the path on one GPU.) */
 static int tp_sum(struct blk *b, int il, int x, const char *what)
 {
-    if (b->m->tp_n <= 1)
+    if (b->m->tp_n < 1)
         return x;
     return graph_addf(b->g, GOP_ALLREDUCE, x, -1, -1, -1, b->m->hp.n_embd, b->n_tok, "blk.%d.%s",
                       il, what);
@@ -436,7 +437,7 @@ brasa_status mdl_build(const struct mdl *m, const struct mdl_cache *c, int n_tok
                       hp->n_embd, n_tok);
     node(&b, x)->p.f[0] = hp->emb_scale;
     node(&b, x)->p.i[0] = m->tp_vocab0;
-    if (m->tp_n > 1) /* each shard holds a slice of the table */
+    if (m->tp_n >= 1) /* each shard holds a slice of the table */
         x = graph_add(g, GOP_ALLREDUCE, "inp_embd_sum", x, -1, -1, -1, hp->n_embd, n_tok);
     x = m->arch->build(&b, x);
     int n_out = n_tok;

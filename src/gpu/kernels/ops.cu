@@ -5,14 +5,17 @@
 #include "common.cuh"
 
 // out[t][:] = deq(W[ids[t]][:]) * s (W planar, N blocks in all); grid (n_tok), block 256
+// W holds rows [v0, v0 + nrows) of the table (a tensor-parallel shard's slice): a token
+// outside them gives a row of zeros, which the shards' all-reduce fills.
 extern "C" __global__ void get_rows(const u8 *W, int wtype, long long N, int n, const int *ids,
-                                    float s, float *out)
+                                    float s, float *out, int v0, int nrows)
 {
     pdl_wait();
     pdl_launch();
-    int t = blockIdx.x;
+    int t = blockIdx.x, id = ids[t] - v0;
+    bool in = id >= 0 && id < nrows;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = deq1(wtype, W, N, n, ids[t], i);
+        float v = in ? deq1(wtype, W, N, n, id, i) : 0.0f;
         out[(long long)t * n + i] = s != 1.0f ? v * s : v;
     }
 }
