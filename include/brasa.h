@@ -17,6 +17,8 @@ enum brasa_backend { BRASA_BACKEND_AUTO = 0, BRASA_BACKEND_CPU, BRASA_BACKEND_CU
 struct brasa_model_opts {
     int n_threads;                 /* 0: all cores */
     enum brasa_backend backend;    /* AUTO: GPU when a driver is present, else CPU */
+    int n_gpus;                    /* > 0: split over GPUs 0..n_gpus-1 (tensor parallelism over
+                                    * NCCL; 1: a shard of one, the same path on one GPU) */
     bool verbose;
     /* Called during load with a fraction in [0, 1]; may be NULL. */
     void (*progress)(void *ud, float fraction);

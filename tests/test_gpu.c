@@ -530,5 +530,75 @@ TEST(shard_allreduce_through_nccl)
     nccl_unload(&nc);
 }
 
+/* A model loaded over GPUs (brasa_model_opts.n_gpus: session/tp.c, a thread and an NCCL rank a
+ * GPU; here one GPU, a shard of one) against the same model on one GPU: the prompt's logits
+ * and 16 greedy tokens drawn from the device's candidates, then the whole row. */
+TEST(model_over_gpus)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    struct nccl nc;
+    struct brasa_err err = {{0}};
+    if (nccl_load(&nc, &err) != BRASA_OK)
+        SKIP("no NCCL");
+    nccl_unload(&nc);
+    const char *files[] = {"fixtures/qwen2.Q4_K_M.gguf", "fixtures/qwen35.Q8_0.gguf"};
+    for (int f = 0; f < 2; f++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s", test_shared_path(files[f]));
+        if (!test_file_exists(p))
+            continue;
+        struct brasa_model *m1 = NULL, *mt = NULL;
+        struct brasa_session *s1 = NULL, *st = NULL;
+        REQUIRE(open_model(p, BRASA_BACKEND_CUDA, &m1, &s1, 256, BRASA_KV_F16) == BRASA_OK);
+        struct brasa_model_opts mo = {.n_threads = 2, .n_gpus = 1};
+        struct brasa_session_opts so = {.n_ctx = 256, .kv_type = BRASA_KV_F16};
+        CHECKF(brasa_model_load(p, &mo, &mt, &err) == BRASA_OK &&
+                   brasa_session_new(mt, &so, &st, &err) == BRASA_OK,
+               "%s over 1 GPU: %s", files[f], err.msg);
+        struct brasa_model_info info;
+        brasa_model_get_info(m1, &info);
+        struct brasa_sampler_params sp;
+        brasa_sampler_defaults(&sp);
+        sp.temperature = 0.0f;
+        struct brasa_sampler *a = NULL, *b = NULL;
+        REQUIRE(brasa_sampler_new(&sp, info.n_vocab, &a, &err) == BRASA_OK);
+        REQUIRE(brasa_sampler_new(&sp, info.n_vocab, &b, &err) == BRASA_OK);
+        int32_t prompt[6] = {1, 20, 300, 40, 5, 77};
+        double worst = 0;
+        int same = 1;
+        if (st) {
+            brasa_session_set_sampler(st, b);
+            CHECKF(brasa_session_eval(s1, prompt, 6, NULL, &err) == BRASA_OK, "%s", err.msg);
+            CHECKF(brasa_session_eval(st, prompt, 6, NULL, &err) == BRASA_OK, "%s", err.msg);
+            for (int k = 0; k < 16 && same; k++) {
+                int32_t x = brasa_sampler_sample(a, brasa_session_logits(s1));
+                int32_t y = brasa_session_sample(st, b); /* the shards' candidates, merged */
+                same &= x == y;
+                brasa_sampler_accept(a, x);
+                brasa_sampler_accept(b, x);
+                CHECKF(brasa_session_eval(s1, &x, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
+                CHECKF(brasa_session_eval(st, &x, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
+            }
+            const float *r1 = brasa_session_logits(s1), *rt = brasa_session_logits(st);
+            CHECK(r1 && rt);
+            for (int v = 0; r1 && rt && v < info.n_vocab; v++)
+                worst = fmax(worst, fabs((double)r1[v] - rt[v]));
+            brasa_session_set_sampler(st, NULL);
+        }
+        CHECKF(same && worst <= 1e-3, "%s over 1 GPU: tokens %s, logits %.3g apart", files[f],
+               same ? "the same" : "differ", worst);
+        printf("  %-28s --gpus 1 (NCCL): 16 greedy tokens %s, last logits %.2e apart\n",
+               files[f], same ? "the same" : "DIFFER", worst);
+        brasa_sampler_free(a);
+        brasa_sampler_free(b);
+        brasa_session_free(st);
+        brasa_model_free(mt);
+        brasa_session_free(s1);
+        brasa_model_free(m1);
+    }
+}
+
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
-          T(long_context_f16_cache), T(device_candidates), T(shard_allreduce_through_nccl))
+          T(long_context_f16_cache), T(device_candidates), T(shard_allreduce_through_nccl),
+          T(model_over_gpus))

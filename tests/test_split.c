@@ -20,6 +20,8 @@
 #include "gpu/nccl.h"
 #include "quant/quant.h"
 #include "gpu/split.h"
+#include "session/tp.h"
+#include "brasa.h"
 #include "test.h"
 
 /* Fixtures that split over two GPUs: 4 heads, 2 KV heads, FFN width 768, Q8_0 blocks of 32. */
@@ -208,6 +210,40 @@ TEST(nccl_loads_or_says_what_is_missing)
     CHECK(st == BRASA_ENOTFOUND);
     CHECKF(strstr(err.msg, "BRASA_NCCL=/nonexistent/libnccl.so.2") != NULL, "%s", err.msg);
     CHECK(n.lib == NULL);
+}
+
+/* The shards' sampler candidates (each a slice of the vocabulary, best first) merged: the k
+ * best over all, ties to the lower global id, fewer when the lists run out. And a model split
+ * over GPUs says why it cannot be where it cannot (no NCCL, no GPU, heads that do not divide,
+ * a count out of range), with no model made. */
+TEST(shards_candidates_merge)
+{
+    const int32_t a[] = {5, 2, 9}, b[] = {1, 0};
+    const float la[] = {3.0f, 1.0f, 0.5f}, lb[] = {3.0f, 2.0f};
+    const int32_t *ids[] = {a, b};
+    const float *lg[] = {la, lb};
+    const int nj[] = {3, 2}, off[] = {0, 10};
+    int32_t oid[5];
+    float olg[5];
+    CHECK(tp_merge_top(2, ids, lg, nj, off, 4, oid, olg) == 4);
+    CHECKF(oid[0] == 5 && oid[1] == 11 && oid[2] == 10 && oid[3] == 2, "%d %d %d %d", oid[0],
+           oid[1], oid[2], oid[3]);
+    CHECK(olg[0] == 3.0f && olg[1] == 3.0f && olg[2] == 2.0f && olg[3] == 1.0f);
+    CHECK(tp_merge_top(2, ids, lg, nj, off, 5, oid, olg) == 5 && oid[4] == 9);
+    const int none[] = {0, 0};
+    CHECK(tp_merge_top(2, ids, lg, none, off, 3, oid, olg) == 0);
+
+    const char *path = test_shared_path("fixtures/llama.Q8_0.gguf");
+    if (!test_file_exists(path))
+        SKIP("fixtures absent");
+    struct brasa_model *m = NULL;
+    struct brasa_err err = {{0}};
+    struct brasa_model_opts mo = {.n_threads = 1, .n_gpus = 3};
+    CHECK(brasa_model_load(path, &mo, &m, &err) != BRASA_OK && m == NULL);
+    CHECKF(strstr(err.msg, "NCCL") || strstr(err.msg, "GPU") || strstr(err.msg, "split"), "%s",
+           err.msg);
+    mo.n_gpus = -1;
+    CHECK(brasa_model_load(path, &mo, &m, &err) == BRASA_EINVAL && m == NULL);
 }
 
 /* y = W x for a fixture weight, on the CPU kernels */
@@ -510,4 +546,4 @@ TEST(sharded_forward_matches_whole_model)
 
 TEST_MAIN(T(shards_reproduce_one_device), T(sharded_forward_matches_whole_model), T(two_gpus_share_the_weights), T(kv_cache_counts_attention_layers),
           T(kquant_blocks_must_not_be_cut), T(inspect_plan_prints_each_gpu),
-          T(nccl_loads_or_says_what_is_missing))
+          T(nccl_loads_or_says_what_is_missing), T(shards_candidates_merge))

@@ -21,7 +21,7 @@
 
 struct gen_args {
     const char *model, *prompt, *ids, *kv, *out, *file, *kld_base, *kld, *system, *tmpl;
-    int n, threads, ctx;
+    int n, threads, ctx, gpus;
     struct brasa_sampler_params sp;
     uint64_t seed;
     bool print_ids, ignore_eos, special, no_think, verbose;
@@ -41,6 +41,7 @@ static void gen_args_init(struct gen_args *a)
 #define MODEL_OPTS(a)                                                                            \
     {"-m", "--model", OPT_STR, &(a)->model, "FILE", "GGUF model file"},                            \
     {"-t", "--threads", OPT_INT, &(a)->threads, "N", "threads (default: all cores)"},              \
+    {NULL, "--gpus", OPT_INT, &(a)->gpus, "N", "split the model over GPUs 0..N-1 (NCCL)"},           \
     {"-c", "--ctx", OPT_INT, &(a)->ctx, "N", "context length (default: from the file, capped)"},   \
     {NULL, "--kv-type", OPT_STR, &(a)->kv, "f16|f32", "KV cache type (default f16; logits: f32)"}
 
@@ -315,7 +316,7 @@ int cmd_run(int argc, char **argv)
         }
         a.prompt = file_text;
     }
-    struct brasa_model *m = cli_load_model("run", a.model, a.threads);
+    struct brasa_model *m = cli_load_model("run", a.model, a.threads, a.gpus);
     if (!m) {
         free(file_text);
         return 1;
@@ -526,7 +527,7 @@ int cmd_chat(int argc, char **argv)
     }
     if (note)
         fprintf(stderr, "brasa chat: %s\n", note);
-    struct brasa_model *m = cli_load_model("chat", a.model, a.threads);
+    struct brasa_model *m = cli_load_model("chat", a.model, a.threads, a.gpus);
     if (!m)
         return 1;
     const struct tokenizer *tok = brasa_model_tokenizer(m);
@@ -614,7 +615,7 @@ int cmd_logits(int argc, char **argv)
         fprintf(stderr, "brasa logits: no output file (-o OUT.f32)\n");
         return 2;
     }
-    struct brasa_model *m = cli_load_model("logits", a.model, a.threads);
+    struct brasa_model *m = cli_load_model("logits", a.model, a.threads, a.gpus);
     if (!m)
         return 1;
     const struct tokenizer *tok = brasa_model_tokenizer(m);
@@ -812,7 +813,7 @@ int cmd_perplexity(int argc, char **argv)
     }
     if (a.ctx == 0)
         a.ctx = 512;
-    struct brasa_model *m = cli_load_model("perplexity", a.model, a.threads);
+    struct brasa_model *m = cli_load_model("perplexity", a.model, a.threads, a.gpus);
     if (!m) {
         free(text);
         if (base)
@@ -1001,6 +1002,7 @@ int cmd_bench(int argc, char **argv)
         {"-n", "--n-gen", OPT_INT, &n_g, "N", "tokens per tg test (128; 0 = skip)"},
         {"-r", "--repetitions", OPT_INT, &reps, "N", "repetitions (5)"},
         {"-t", "--threads", OPT_INT, &a.threads, "N", "threads (default: all cores)"},
+        {NULL, "--gpus", OPT_INT, &a.gpus, "N", "split the model over GPUs 0..N-1 (NCCL)"},
         {NULL, "--kv-type", OPT_STR, &a.kv, "f16|f32", "KV cache type (default f16)"},
         {NULL, "--bw", OPT_FLOAT, &bw, "GB/s", "measured read bandwidth: also print the decode roofline"},
         {0},
@@ -1012,7 +1014,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "brasa bench: -p and -n must be >= 0 and -r >= 1\n");
         return 2;
     }
-    struct brasa_model *m = cli_load_model("bench", a.model, a.threads);
+    struct brasa_model *m = cli_load_model("bench", a.model, a.threads, a.gpus);
     if (!m)
         return 1;
     struct brasa_model_info info;

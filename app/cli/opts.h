@@ -49,7 +49,7 @@ void progress_end(struct progress *p); /* clears the line */
 void progress_cb(void *ud, float fraction);
 
 /* Loads a model with a progress bar; prints the error and returns NULL on failure. */
-struct brasa_model *cli_load_model(const char *cmd, const char *path, int n_threads);
+struct brasa_model *cli_load_model(const char *cmd, const char *path, int n_threads, int n_gpus);
 /* "f16" or "f32"; false if neither. */
 bool cli_kv_type(const char *s, enum brasa_kv_type *out);
 /* Human-readable byte count ("373.7 MiB") into buf. */

@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "quant/quant.h"
 #include "sample/sample.h"
+#include "session/tp.h"
 #include "tok/tok.h"
 
 #define DEFAULT_CTX_CAP 4096
@@ -29,6 +30,7 @@ struct brasa_model {
     pthread_mutex_t run_mu; /* one graph at a time per model: its sessions take turns */
     char *name;
     struct gpu *gpu;          /* the GPU backend (src/gpu), NULL: CPU */
+    struct tp_model *tp;      /* split over several GPUs (session/tp.h), else NULL */
 };
 
 struct brasa_session {
@@ -40,6 +42,7 @@ struct brasa_session {
     size_t kv_bytes, rec_bytes;
     struct cpu *cpu;
     struct gpu_sess *gpu;     /* set when the model runs on the GPU */
+    struct tp_sess *tp;       /* set when the model is split over GPUs (then no cpu, no gpu) */
     struct graph g_dec;       /* one token (decode) */
     struct graph g_pp;        /* the last prompt batch shape built */
     bool pp_all;
@@ -54,6 +57,7 @@ static void model_free(struct brasa_model *m)
 {
     if (!m)
         return;
+    tp_model_free(m->tp);
     gpu_close(m->gpu);
     tok_free(m->tok);
     mdl_free(&m->m);
@@ -107,7 +111,18 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
         model_free(m);
         return st;
     }
-    if (opts->backend != BRASA_BACKEND_CPU) { /* the GPU when a driver is present */
+    if (opts->n_gpus < 0 || opts->n_gpus > 64) {
+        st = brasa_fail(err, BRASA_EINVAL, "%d GPUs", opts->n_gpus);
+        model_free(m);
+        return st;
+    }
+    if (opts->n_gpus > 0) { /* tensor parallelism: no fallback, the user asked for GPUs */
+        struct gpu_opts go = {.verbose = opts->verbose};
+        if ((st = tp_model_open(&m->tp, &m->m, opts->n_gpus, &go, err)) != BRASA_OK) {
+            model_free(m);
+            return brasa_wrap(err, st, "%s", path);
+        }
+    } else if (opts->backend != BRASA_BACKEND_CPU) { /* the GPU when a driver is present */
         struct gpu_opts go = {.verbose = opts->verbose};
         struct brasa_err gerr = {{0}};
         if (gpu_open(&m->gpu, &go, &gerr) != BRASA_OK &&
@@ -131,7 +146,7 @@ void brasa_model_get_info(const struct brasa_model *m, struct brasa_model_info *
     *info = (struct brasa_model_info){
         .arch = m->m.arch->name,
         .name = m->name,
-        .backend = m->gpu ? "cuda" : "cpu",
+        .backend = m->gpu || m->tp ? "cuda" : "cpu",
         .n_vocab = hp->n_vocab,
         .n_ctx_train = hp->n_ctx_train,
         .n_layer = hp->n_layer,
@@ -222,6 +237,8 @@ brasa_status brasa_session_new(struct brasa_model *m, const struct brasa_session
     s->logits = calloc((size_t)m->m.hp.n_vocab, sizeof(float));
     if (!s->logits)
         st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    else if (m->tp) /* every shard's states live on its GPU */
+        st = tp_sess_new(m->tp, n_ctx, s->cache.kv_type, &s->tp, err);
     else if ((st = alloc_state(s, err)) == BRASA_OK &&
              (st = cpu_new(&s->cpu, m->pool, err)) == BRASA_OK &&
              (st = mdl_build(&m->m, &s->cache, 1, true, &s->g_dec, err)) == BRASA_OK)
@@ -242,6 +259,7 @@ void brasa_session_free(struct brasa_session *s)
 {
     if (!s)
         return;
+    tp_sess_free(s->tp);
     gpu_sess_free(s->gpu);
     cpu_free(s->cpu);
     graph_free(&s->g_dec);
@@ -264,13 +282,20 @@ void brasa_session_reset(struct brasa_session *s)
         memset(s->rec_mem, 0, s->rec_bytes);
     if (s->gpu)
         gpu_sess_reset(s->gpu, NULL);
+    if (s->tp)
+        tp_sess_reset(s->tp, NULL);
 }
 
 int brasa_session_pos(const struct brasa_session *s) { return s->pos; }
 int brasa_session_n_ctx(const struct brasa_session *s) { return s->n_ctx; }
 const float *brasa_session_logits(struct brasa_session *s)
 {
-    if (!s->logits_ok && s->gpu && s->pos > 0) { /* the last run sent only candidates */
+    if (!s->logits_ok && s->tp && s->pos > 0) { /* the last run sent only candidates */
+        if (tp_sess_output(s->tp, s->logits, NULL, NULL) != BRASA_OK)
+            return NULL;
+        s->logits_ok = true;
+    }
+    if (!s->logits_ok && s->gpu && s->pos > 0) {
         const float *out = gpu_sess_output(s->gpu, NULL);
         if (!out)
             return NULL;
@@ -290,7 +315,8 @@ int32_t brasa_session_sample(struct brasa_session *s, struct brasa_sampler *smp)
 {
     const int32_t *ids;
     const float *lg;
-    int n = s->gpu && !s->logits_ok ? gpu_sess_top(s->gpu, &ids, &lg) : 0;
+    int n = s->logits_ok ? 0 : s->gpu ? gpu_sess_top(s->gpu, &ids, &lg)
+                                      : s->tp ? tp_sess_top(s->tp, &ids, &lg) : 0;
     int k = sampler_candidates(smp);
     if (k > 0 && k <= n) /* the device's best n hold the k the sampler needs */
         return sampler_sample_top(smp, ids, lg, k);
@@ -300,7 +326,7 @@ int32_t brasa_session_sample(struct brasa_session *s, struct brasa_sampler *smp)
 
 uint64_t brasa_session_bytes(const struct brasa_session *s)
 {
-    return s->kv_bytes + s->rec_bytes + cpu_bytes(s->cpu) +
+    return s->kv_bytes + s->rec_bytes + (s->cpu ? cpu_bytes(s->cpu) : 0) +
            (uint64_t)s->model->m.hp.n_vocab * sizeof(float);
 }
 
@@ -343,7 +369,33 @@ brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int
         if (ids[i] < 0 || ids[i] >= n_vocab)
             return brasa_fail(err, BRASA_EINVAL, "token id %d is outside the vocabulary (0..%d)",
                               ids[i], n_vocab - 1);
-    for (int done = 0; done < n;) {
+    for (int done = 0; done < n && s->tp;) { /* split over GPUs: every shard at once */
+        int nb = n - done < s->n_batch ? n - done : s->n_batch;
+        int top = s->smp && !logits_all && done + nb == n ? sampler_candidates(s->smp) : 0;
+        pthread_mutex_lock(&s->model->run_mu);
+        brasa_status st = tp_sess_run(s->tp, ids + done, nb, s->pos, logits_all != NULL, top,
+                                      err);
+        pthread_mutex_unlock(&s->model->run_mu);
+        if (st != BRASA_OK)
+            return st;
+        s->pos += nb;
+        s->logits_ok = false;
+        const int32_t *ti;
+        const float *tl;
+        if (top > 0 && tp_sess_top(s->tp, &ti, &tl) > 0) {
+            done += nb;
+            continue;
+        }
+        int rows = 1;
+        float *o = logits_all ? logits_all + (size_t)done * n_vocab : s->logits;
+        if ((st = tp_sess_output(s->tp, o, &rows, err)) != BRASA_OK)
+            return st;
+        if (logits_all)
+            memcpy(s->logits, o + (size_t)(rows - 1) * n_vocab, (size_t)n_vocab * sizeof(float));
+        s->logits_ok = true;
+        done += nb;
+    }
+    for (int done = 0; done < n && !s->tp;) {
         int nb = n - done < s->n_batch ? n - done : s->n_batch;
         struct graph *g;
         brasa_status st = batch_graph(s, nb, logits_all != NULL, &g, err);

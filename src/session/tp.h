@@ -1,0 +1,51 @@
+/* tp: one model split over N GPUs of this process (tensor parallelism, the rules of
+ * gpu/split.h). A shard per GPU (model/shard.c) with its own device, NCCL communicator and
+ * thread: a step runs every shard's graph at once, each on its GPU, and the graphs' ALLREDUCE
+ * nodes are NCCL's all-reduces (eager in prompts, captured into the decode graph). The
+ * shards' logits are slices of the vocabulary, gathered in order; their sampler candidates
+ * are merged. N = 1 is a shard of one: the same path on one GPU. One host: the bootstrap
+ * across hosts is not here. */
+#ifndef BRASA_SESSION_TP_H
+#define BRASA_SESSION_TP_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "core/status.h"
+#include "gpu/gpu.h"
+#include "model/model.h"
+
+struct tp_model;
+struct tp_sess;
+
+/* Cuts m into n shards, opens GPUs 0..n-1 and an NCCL communicator over them (NCCL loaded as
+ * gpu/nccl.h says). BRASA_ENOTFOUND without NCCL, BRASA_EUNSUPPORTED where the model does not
+ * split over n, BRASA_EDEVICE where a GPU or the communicator does not open. */
+brasa_status tp_model_open(struct tp_model **out, const struct mdl *m, int n,
+                           const struct gpu_opts *go, struct brasa_err *err);
+void tp_model_free(struct tp_model *t);
+int tp_model_gpus(const struct tp_model *t);
+const char *tp_model_device(const struct tp_model *t);
+
+/* A session over every shard: its KV caches and states on their GPUs, its graphs for one
+ * token (prepared here) and for prompt batches (on first use). */
+brasa_status tp_sess_new(struct tp_model *t, int n_ctx, uint32_t kv_type, struct tp_sess **out,
+                         struct brasa_err *err);
+void tp_sess_free(struct tp_sess *s);
+brasa_status tp_sess_reset(struct tp_sess *s, struct brasa_err *err);
+/* Runs n tokens at position pos0 on every shard (one batch); all: every row's logits (else
+ * the last row's); top > 0: only the shards' top candidates come to the host (tp_sess_top). */
+brasa_status tp_sess_run(struct tp_sess *s, const int32_t *ids, int n, int pos0, bool all,
+                         int top, struct brasa_err *err);
+/* The last run's logits, the shards' slices gathered: rows x n_vocab floats into out (rows:
+ * the run's output rows); BRASA_EDEVICE when a GPU fails. */
+brasa_status tp_sess_output(struct tp_sess *s, float *out, int *rows, struct brasa_err *err);
+/* The last run's candidates, the best of every shard's merged (best first, ties to the lower
+ * id): their count, 0 when the run sent whole rows. */
+int tp_sess_top(struct tp_sess *s, const int32_t **ids, const float **logits);
+
+/* Merges ns lists of candidates (list j: nj[j] ids local to a slice starting at off[j], with
+ * their logits, each best first) into the k best (k <= the sum; ties to the lower global id):
+ * fills oid and olg, returns their count. */
+int tp_merge_top(int ns, const int32_t *const *ids, const float *const *lg, const int *nj,
+                 const int *off, int k, int32_t *oid, float *olg);
+
+#endif
