@@ -22,6 +22,7 @@ struct srv_config {
     const char *model;       /* file loaded at start; may be NULL */
     bool allow_remote;       /* a non-loopback host needs this */
     int n_threads;
+    int n_gpus;              /* > 0: each model split over GPUs 0..n_gpus-1 (--gpus) */
     int n_ctx;
     size_t max_body;         /* bytes of a request body */
     int max_prompt_tokens;
