@@ -19,6 +19,9 @@ struct brasa_model_opts {
     enum brasa_backend backend;    /* AUTO: GPU when a driver is present, else CPU */
     int n_gpus;                    /* > 0: split over GPUs 0..n_gpus-1 (tensor parallelism over
                                     * NCCL; 1: a shard of one, the same path on one GPU) */
+    int tp_world, tp_rank;         /* with n_gpus: ranks in all, across processes (0: n_gpus),
+                                    * and this process's first */
+    const char *tp_id;             /* the file through which the processes share NCCL's id */
     bool verbose;
     /* Called during load with a fraction in [0, 1]; may be NULL. */
     void (*progress)(void *ud, float fraction);

@@ -12,6 +12,7 @@
 #endif
 
 #include <math.h>
+#include <unistd.h>
 
 #include "core/pool.h"
 #include "cpu/cpu.h"
@@ -244,6 +245,55 @@ TEST(shards_candidates_merge)
            err.msg);
     mo.n_gpus = -1;
     CHECK(brasa_model_load(path, &mo, &m, &err) == BRASA_EINVAL && m == NULL);
+}
+
+/* The processes of a model split across hosts share NCCL's id through a file: rank 0's writes
+ * it whole (renamed into place), the others wait for it; a missing file, a path that cannot be
+ * written and a world that does not hold the ranks are errors that say so. */
+static int fake_ids;
+static ncclResult_t fake_unique_id(ncclUniqueId *id)
+{
+    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
+        id->internal[i] = (char)(i * 7 + fake_ids);
+    fake_ids++;
+    return ncclSuccess;
+}
+static const char *fake_error(ncclResult_t r) { return r ? "failed" : "no error"; }
+
+TEST(processes_share_the_nccl_id)
+{
+    struct nccl nc;
+    memset(&nc, 0, sizeof nc);
+    nc.GetUniqueId = fake_unique_id;
+    nc.GetErrorString = fake_error;
+    char path[512];
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/brasa-test-ncclid-%d", dir && *dir ? dir : "/tmp",
+             (int)getpid());
+    remove(path);
+    struct brasa_err err = {{0}};
+    ncclUniqueId a, b;
+    memset(&b, 0, sizeof b);
+    /* a process that is not rank 0's, before rank 0's has written it: waits, then says so */
+    CHECK(tp_id_exchange(&nc, path, false, 0.2, &b, &err) == BRASA_ETIMEOUT);
+    CHECKF(strstr(err.msg, path) && strstr(err.msg, "rank 0"), "%s", err.msg);
+    CHECK(tp_id_exchange(&nc, path, true, 1, &a, &err) == BRASA_OK);
+    CHECK(tp_id_exchange(&nc, path, false, 1, &b, &err) == BRASA_OK);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    /* rank 0's next run finds the old file: it stops rather than let the others read it */
+    CHECK(tp_id_exchange(&nc, path, true, 1, &a, &err) == BRASA_EINVAL);
+    CHECKF(strstr(err.msg, "exists") != NULL, "%s", err.msg);
+    remove(path);
+    CHECK(tp_id_exchange(&nc, "/nonexistent-dir/id", true, 1, &a, &err) == BRASA_EIO);
+    CHECK(tp_id_exchange(&nc, NULL, false, 1, &a, &err) == BRASA_EINVAL);
+    CHECKF(strstr(err.msg, "--tp-id") != NULL, "%s", err.msg);
+    struct mdl m;
+    memset(&m, 0, sizeof m);
+    struct tp_model *t = NULL;
+    struct tp_world w = {.world = 2, .rank0 = 2};
+    CHECK(tp_model_open(&t, &m, 1, &w, NULL, &err) == BRASA_EINVAL && t == NULL);
+    w = (struct tp_world){.world = 1};
+    CHECK(tp_model_open(&t, &m, 2, &w, NULL, &err) == BRASA_EINVAL && t == NULL);
 }
 
 /* y = W x for a fixture weight, on the CPU kernels */
@@ -546,4 +596,5 @@ TEST(sharded_forward_matches_whole_model)
 
 TEST_MAIN(T(shards_reproduce_one_device), T(sharded_forward_matches_whole_model), T(two_gpus_share_the_weights), T(kv_cache_counts_attention_layers),
           T(kquant_blocks_must_not_be_cut), T(inspect_plan_prints_each_gpu),
-          T(nccl_loads_or_says_what_is_missing), T(shards_candidates_merge))
+          T(nccl_loads_or_says_what_is_missing), T(shards_candidates_merge),
+          T(processes_share_the_nccl_id))

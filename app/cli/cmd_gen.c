@@ -21,7 +21,8 @@
 
 struct gen_args {
     const char *model, *prompt, *ids, *kv, *out, *file, *kld_base, *kld, *system, *tmpl;
-    int n, threads, ctx, gpus;
+    int n, ctx;
+    struct cli_model cm; /* threads, GPUs */
     struct brasa_sampler_params sp;
     uint64_t seed;
     bool print_ids, ignore_eos, special, no_think, verbose;
@@ -38,10 +39,17 @@ static void gen_args_init(struct gen_args *a)
     a->seed = SEED_RANDOM;
 }
 
+/* the GPUs a model is split over (README: several GPUs) */
+#define TP_OPTS(c)                                                                               \
+    {NULL, "--gpus", OPT_INT, &(c)->gpus, "N", "split the model over GPUs 0..N-1 (NCCL)"},         \
+    {NULL, "--tp-world", OPT_INT, &(c)->world, "W", "with --gpus: ranks in all processes (N)"},    \
+    {NULL, "--tp-rank", OPT_INT, &(c)->rank, "R", "with --gpus: this process's first rank (0)"},   \
+    {NULL, "--tp-id", OPT_STR, &(c)->id, "FILE", "with --tp-world: NCCL's id, rank 0 writes it"}
+
 #define MODEL_OPTS(a)                                                                            \
     {"-m", "--model", OPT_STR, &(a)->model, "FILE", "GGUF model file"},                            \
-    {"-t", "--threads", OPT_INT, &(a)->threads, "N", "threads (default: all cores)"},              \
-    {NULL, "--gpus", OPT_INT, &(a)->gpus, "N", "split the model over GPUs 0..N-1 (NCCL)"},           \
+    {"-t", "--threads", OPT_INT, &(a)->cm.threads, "N", "threads (default: all cores)"},           \
+    TP_OPTS(&(a)->cm),                                                                             \
     {"-c", "--ctx", OPT_INT, &(a)->ctx, "N", "context length (default: from the file, capped)"},   \
     {NULL, "--kv-type", OPT_STR, &(a)->kv, "f16|f32", "KV cache type (default f16; logits: f32)"}
 
@@ -316,7 +324,7 @@ int cmd_run(int argc, char **argv)
         }
         a.prompt = file_text;
     }
-    struct brasa_model *m = cli_load_model("run", a.model, a.threads, a.gpus);
+    struct brasa_model *m = cli_load_model("run", a.model, &a.cm);
     if (!m) {
         free(file_text);
         return 1;
@@ -527,7 +535,7 @@ int cmd_chat(int argc, char **argv)
     }
     if (note)
         fprintf(stderr, "brasa chat: %s\n", note);
-    struct brasa_model *m = cli_load_model("chat", a.model, a.threads, a.gpus);
+    struct brasa_model *m = cli_load_model("chat", a.model, &a.cm);
     if (!m)
         return 1;
     const struct tokenizer *tok = brasa_model_tokenizer(m);
@@ -615,7 +623,7 @@ int cmd_logits(int argc, char **argv)
         fprintf(stderr, "brasa logits: no output file (-o OUT.f32)\n");
         return 2;
     }
-    struct brasa_model *m = cli_load_model("logits", a.model, a.threads, a.gpus);
+    struct brasa_model *m = cli_load_model("logits", a.model, &a.cm);
     if (!m)
         return 1;
     const struct tokenizer *tok = brasa_model_tokenizer(m);
@@ -813,7 +821,7 @@ int cmd_perplexity(int argc, char **argv)
     }
     if (a.ctx == 0)
         a.ctx = 512;
-    struct brasa_model *m = cli_load_model("perplexity", a.model, a.threads, a.gpus);
+    struct brasa_model *m = cli_load_model("perplexity", a.model, &a.cm);
     if (!m) {
         free(text);
         if (base)
@@ -1001,8 +1009,8 @@ int cmd_bench(int argc, char **argv)
         {"-p", "--n-prompt", OPT_INT, &n_p, "N", "prompt tokens per pp test (512; 0 = skip)"},
         {"-n", "--n-gen", OPT_INT, &n_g, "N", "tokens per tg test (128; 0 = skip)"},
         {"-r", "--repetitions", OPT_INT, &reps, "N", "repetitions (5)"},
-        {"-t", "--threads", OPT_INT, &a.threads, "N", "threads (default: all cores)"},
-        {NULL, "--gpus", OPT_INT, &a.gpus, "N", "split the model over GPUs 0..N-1 (NCCL)"},
+        {"-t", "--threads", OPT_INT, &a.cm.threads, "N", "threads (default: all cores)"},
+        TP_OPTS(&a.cm),
         {NULL, "--kv-type", OPT_STR, &a.kv, "f16|f32", "KV cache type (default f16)"},
         {NULL, "--bw", OPT_FLOAT, &bw, "GB/s", "measured read bandwidth: also print the decode roofline"},
         {0},
@@ -1014,7 +1022,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "brasa bench: -p and -n must be >= 0 and -r >= 1\n");
         return 2;
     }
-    struct brasa_model *m = cli_load_model("bench", a.model, a.threads, a.gpus);
+    struct brasa_model *m = cli_load_model("bench", a.model, &a.cm);
     if (!m)
         return 1;
     struct brasa_model_info info;
@@ -1038,7 +1046,7 @@ int cmd_bench(int argc, char **argv)
     char ft[32], size[32], model[160];
     snprintf(model, sizeof model, "%s %s", info.arch, cli_file_type_name(a.model, ft, sizeof ft));
     cli_bytes(info.file_bytes, size, sizeof size);
-    int threads = a.threads > 0 ? a.threads : plat_ncpu();
+    int threads = a.cm.threads > 0 ? a.cm.threads : plat_ncpu();
     printf("| %-24s | %12s | %10s | %-7s | %7s | %8s | %20s |\n", "model", "size", "params", "backend", "threads",
            "test", "t/s");
     printf("| %.24s | %.12s | %.10s | %.7s | %.7s | %.8s | %.20s |\n", "------------------------------",

@@ -196,7 +196,7 @@ void progress_cb(void *ud, float fraction) { progress_update(ud, fraction); }
 
 /* ---- models ---- */
 
-struct brasa_model *cli_load_model(const char *cmd, const char *path, int n_threads, int n_gpus)
+struct brasa_model *cli_load_model(const char *cmd, const char *path, const struct cli_model *cm)
 {
     if (!path) {
         fprintf(stderr, "brasa %s: no model given (-m FILE.gguf)\n", cmd);
@@ -204,8 +204,9 @@ struct brasa_model *cli_load_model(const char *cmd, const char *path, int n_thre
     }
     struct progress pr;
     progress_begin(&pr, "loading");
-    struct brasa_model_opts mo = {.n_threads = n_threads, .n_gpus = n_gpus, .progress = progress_cb,
-                                  .progress_ud = &pr};
+    struct brasa_model_opts mo = {.n_threads = cm->threads, .n_gpus = cm->gpus,
+                                  .tp_world = cm->world, .tp_rank = cm->rank, .tp_id = cm->id,
+                                  .progress = progress_cb, .progress_ud = &pr};
     struct brasa_model *m = NULL;
     struct brasa_err err = {{0}};
     brasa_status st = brasa_model_load(path, &mo, &m, &err);

@@ -200,6 +200,9 @@ struct gpu_sess {
     struct gpu *g;
     const struct nccl *nc;  /* the shards' communicator (gpu_sess_set_comm), for ALLREDUCE */
     ncclComm_t comm;
+    CUdeviceptr d_gat;      /* gpu_sess_gather: its send block, then every rank's */
+    void *h_gat;            /* pinned: every rank's block */
+    size_t gat_cap;
     CUstream st;
     CUevent ev0, ev1;
     struct wmap *states;
@@ -775,6 +778,9 @@ void gpu_sess_free(struct gpu_sess *s)
     gmem_free(&g->mem, s->d_io);
     gmem_free(&g->mem, s->d_cnt);
     gmem_free(&g->mem, s->d_top);
+    gmem_free(&g->mem, s->d_gat);
+    if (s->h_gat)
+        g->d.cuMemFreeHost(s->h_gat);
     if (s->ev0)
         g->d.cuEventDestroy(s->ev0);
     if (s->ev1)
@@ -2084,6 +2090,50 @@ brasa_status gpu_sess_set_comm(struct gpu_sess *s, const struct nccl *nc, ncclCo
         return brasa_fail(err, BRASA_EINVAL, "no collective library or communicator");
     s->nc = nc;
     s->comm = comm;
+    return BRASA_OK;
+}
+
+brasa_status gpu_sess_gather(struct gpu_sess *s, bool top, int world, int row, int pad,
+                             const void **out, struct brasa_err *err)
+{
+    struct gpu *g = s->g;
+    if (!s->nc || world < 1 || row < 0 || pad < row || (size_t)row * 4 > s->out_len ||
+        (top && s->top_n <= 0))
+        return brasa_fail(err, BRASA_EINVAL, "nothing to gather (%d ranks, a row of %d)", world,
+                          row);
+    size_t per = top ? 2 * TK_MAX : (size_t)pad, need = per * 4 * (size_t)(world + 1);
+    brasa_status st;
+    CK(cuCtxSetCurrent, g->ctx);
+    if (s->gat_cap < need) {
+        gmem_free(&g->mem, s->d_gat);
+        if (s->h_gat)
+            g->d.cuMemFreeHost(s->h_gat);
+        s->d_gat = 0;
+        s->h_gat = NULL;
+        s->gat_cap = 0;
+        if ((st = gmem_alloc(&g->mem, &s->d_gat, need, "ranks' results", "session", err)) ||
+            (st = DRV_CALL(&g->d, err, cuMemAllocHost, &s->h_gat, need - per * 4)))
+            return st;
+        s->gat_cap = need;
+    }
+    CUdeviceptr send = s->d_gat, recv = s->d_gat + per * 4;
+    if (top) { /* the candidates' ids and values, as the top-k kernel left them */
+        CK(cuMemcpyDtoDAsync, send, s->d_top + 4, per * 4, s->st);
+    } else { /* the last row, padded */
+        CK(cuMemsetD8Async, send, 0, per * 4, s->st);
+        CK(cuMemcpyDtoDAsync, send, s->out_dev + s->out_len - (size_t)row * 4, (size_t)row * 4,
+           s->st);
+    }
+    ncclResult_t r = s->nc->AllGather((const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
+                                      per, ncclFloat32, s->comm, (void *)s->st);
+    if (r != ncclSuccess)
+        return brasa_fail(err, BRASA_EDEVICE, "ncclAllGather over %d ranks: %s", world,
+                          s->nc->GetErrorString(r));
+    CK(cuMemcpyDtoHAsync, s->h_gat, recv, per * 4 * (size_t)world, s->st);
+    CK(cuEventRecord, s->ev1, s->st);
+    if ((st = wait_stream(s, "gathering the ranks' results", err)) != BRASA_OK)
+        return st;
+    *out = s->h_gat;
     return BRASA_OK;
 }
 

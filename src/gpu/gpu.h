@@ -61,6 +61,14 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
  * a graph; the communicator outlives the session. */
 brasa_status gpu_sess_set_comm(struct gpu_sess *s, const struct nccl *nc, ncclComm_t comm,
                                struct brasa_err *err);
+/* Tensor parallelism across processes: after a run, every rank's part of its result is
+ * gathered into every rank (the collective library's all-gather on the session's stream; every
+ * rank must call it) and copied to the host. top (the run sent candidates): *out holds, for
+ * each of the world's ranks in order, 2 x 256 int32: its candidates' ids (local to its slice),
+ * then their values' bits; else each rank's last output row (row floats) padded with zeros to
+ * pad floats. *out is valid until the next gather. */
+brasa_status gpu_sess_gather(struct gpu_sess *s, bool top, int world, int row, int pad,
+                             const void **out, struct brasa_err *err);
 /* Runs a prepared graph; the output node's rows are then at gpu_sess_output(). */
 brasa_status gpu_sess_run(struct gpu_sess *s, const struct graph *g, const struct graph_run *r,
                           struct brasa_err *err);

@@ -49,6 +49,7 @@ brasa_status nccl_load(struct nccl *n, struct brasa_err *err)
         (st = sym(lib, &n->CommInitRank, name, "ncclCommInitRank", err)) != BRASA_OK ||
         (st = sym(lib, &n->CommDestroy, name, "ncclCommDestroy", err)) != BRASA_OK ||
         (st = sym(lib, &n->AllReduce, name, "ncclAllReduce", err)) != BRASA_OK ||
+        (st = sym(lib, &n->AllGather, name, "ncclAllGather", err)) != BRASA_OK ||
         (st = sym(lib, &n->GetErrorString, name, "ncclGetErrorString", err)) != BRASA_OK ||
         (st = sym(lib, &n->GroupStart, name, "ncclGroupStart", err)) != BRASA_OK ||
         (st = sym(lib, &n->GroupEnd, name, "ncclGroupEnd", err)) != BRASA_OK) {

@@ -30,6 +30,9 @@ struct nccl {
     /* stream: the driver's stream handle (CUstream / hipStream_t) */
     ncclResult_t (*AllReduce)(const void *sendbuf, void *recvbuf, size_t count,
                               ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm, void *stream);
+    /* every rank's sendcount values, in rank order, into every rank's recvbuf */
+    ncclResult_t (*AllGather)(const void *sendbuf, void *recvbuf, size_t sendcount,
+                              ncclDataType_t type, ncclComm_t comm, void *stream);
     const char *(*GetErrorString)(ncclResult_t r);
     ncclResult_t (*GroupStart)(void);
     ncclResult_t (*GroupEnd)(void);

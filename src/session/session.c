@@ -118,7 +118,9 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
     }
     if (opts->n_gpus > 0) { /* tensor parallelism: no fallback, the user asked for GPUs */
         struct gpu_opts go = {.verbose = opts->verbose};
-        if ((st = tp_model_open(&m->tp, &m->m, opts->n_gpus, &go, err)) != BRASA_OK) {
+        struct tp_world w = {.world = opts->tp_world, .rank0 = opts->tp_rank,
+                             .id_file = opts->tp_id};
+        if ((st = tp_model_open(&m->tp, &m->m, opts->n_gpus, &w, &go, err)) != BRASA_OK) {
             model_free(m);
             return brasa_wrap(err, st, "%s", path);
         }

@@ -1,10 +1,12 @@
-/* tp: one model split over N GPUs of this process (tensor parallelism, the rules of
- * gpu/split.h). A shard per GPU (model/shard.c) with its own device, NCCL communicator and
- * thread: a step runs every shard's graph at once, each on its GPU, and the graphs' ALLREDUCE
- * nodes are NCCL's all-reduces (eager in prompts, captured into the decode graph). The
- * shards' logits are slices of the vocabulary, gathered in order; their sampler candidates
- * are merged. N = 1 is a shard of one: the same path on one GPU. One host: the bootstrap
- * across hosts is not here. */
+/* tp: one model split over GPUs (tensor parallelism, the rules of gpu/split.h). This process
+ * drives N of them, ranks rank0 .. rank0 + N - 1 of a world of W (W = N: all of them, one
+ * process; else the other ranks are other processes, on this host or others, running the same
+ * commands). A shard per GPU (model/shard.c) with its own device, NCCL rank and thread: a step
+ * runs every local shard's graph at once, and the graphs' ALLREDUCE nodes are NCCL's
+ * all-reduces over the world (eager in prompts, captured into the decode graph). The shards'
+ * logits are slices of the vocabulary, gathered in order (across processes by NCCL's
+ * all-gather), and their sampler candidates merged, so that every process draws the same
+ * token. N = W = 1 is a shard of one: the same path on one GPU. */
 #ifndef BRASA_SESSION_TP_H
 #define BRASA_SESSION_TP_H
 #include <stdbool.h>
@@ -16,11 +18,28 @@
 struct tp_model;
 struct tp_sess;
 
-/* Cuts m into n shards, opens GPUs 0..n-1 and an NCCL communicator over them (NCCL loaded as
- * gpu/nccl.h says). BRASA_ENOTFOUND without NCCL, BRASA_EUNSUPPORTED where the model does not
- * split over n, BRASA_EDEVICE where a GPU or the communicator does not open. */
+/* The world of a model split across processes: world ranks in all (0: this process's GPUs
+ * alone), this process's first (rank0); the communicator's unique id passes through the file
+ * id_file (rank 0's process writes it, the others wait up to timeout_s for it). */
+struct tp_world {
+    int world, rank0;
+    const char *id_file;
+    double timeout_s; /* 0: 300 */
+};
+
+/* Cuts m into the world's shards rank0 .. rank0 + n - 1, opens GPUs 0..n-1 for them and an
+ * NCCL communicator over the world (NCCL loaded as gpu/nccl.h says); w NULL: world = n.
+ * BRASA_ENOTFOUND without NCCL, BRASA_EUNSUPPORTED where the model does not split over the
+ * world, BRASA_EDEVICE where a GPU or the communicator does not open, BRASA_ETIMEOUT when the
+ * id does not come. */
 brasa_status tp_model_open(struct tp_model **out, const struct mdl *m, int n,
-                           const struct gpu_opts *go, struct brasa_err *err);
+                           const struct tp_world *w, const struct gpu_opts *go,
+                           struct brasa_err *err);
+/* The communicator's unique id through a file: root makes it (nc->GetUniqueId) and writes it
+ * (atomically: a temporary file renamed; BRASA_EINVAL if the file is already there, since the
+ * others could take that one); the others wait for the file, up to timeout_s. */
+brasa_status tp_id_exchange(const struct nccl *nc, const char *path, bool root, double timeout_s,
+                            ncclUniqueId *id, struct brasa_err *err);
 void tp_model_free(struct tp_model *t);
 int tp_model_gpus(const struct tp_model *t);
 const char *tp_model_device(const struct tp_model *t);
@@ -32,11 +51,13 @@ brasa_status tp_sess_new(struct tp_model *t, int n_ctx, uint32_t kv_type, struct
 void tp_sess_free(struct tp_sess *s);
 brasa_status tp_sess_reset(struct tp_sess *s, struct brasa_err *err);
 /* Runs n tokens at position pos0 on every shard (one batch); all: every row's logits (else
- * the last row's); top > 0: only the shards' top candidates come to the host (tp_sess_top). */
+ * the last row's; across processes only the last row); top > 0: only the shards' top
+ * candidates come to the host (tp_sess_top). */
 brasa_status tp_sess_run(struct tp_sess *s, const int32_t *ids, int n, int pos0, bool all,
                          int top, struct brasa_err *err);
 /* The last run's logits, the shards' slices gathered: rows x n_vocab floats into out (rows:
- * the run's output rows); BRASA_EDEVICE when a GPU fails. */
+ * the run's output rows); BRASA_EDEVICE when a GPU fails. Across processes a collective:
+ * every process asks at the same point. */
 brasa_status tp_sess_output(struct tp_sess *s, float *out, int *rows, struct brasa_err *err);
 /* The last run's candidates, the best of every shard's merged (best first, ties to the lower
  * id): their count, 0 when the run sent whole rows. */
