@@ -10,7 +10,6 @@
 #include "core/pool.h"
 #include "gpu/nccl.h"
 #include "gpu/split.h"
-#include "quant/quant.h"
 
 struct tp_shard {
     struct mdl m;
@@ -31,10 +30,10 @@ struct tp_model {
 };
 
 /* A shard's part of a session. The graphs' states live on the GPU; their host addresses (what
- * the graphs name them by) are distinct bytes of keys, never read. */
+ * the graphs name them by) are distinct slots of keys, never read. */
 struct tp_part {
     struct mdl_cache c;
-    char *keys;
+    float *keys; /* 4 slots of 4 floats a layer: its K, V, convolution and recurrence states */
     struct gpu_sess *gs;
     struct graph g_dec, g_pp;
     bool pp_all;
@@ -222,16 +221,16 @@ brasa_status tp_sess_new(struct tp_model *t, int n_ctx, uint32_t kv_type, struct
         p->c.v = calloc((size_t)L, sizeof(void *));
         p->c.conv = calloc((size_t)L, sizeof(float *));
         p->c.ssm = calloc((size_t)L, sizeof(float *));
-        p->keys = calloc((size_t)L, 4);
+        p->keys = calloc((size_t)L * 16, sizeof *p->keys);
         if (!p->c.k || !p->c.v || !p->c.conv || !p->c.ssm || !p->keys) {
             st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
             break;
         }
         for (int il = 0; il < L; il++) {
-            p->c.k[il] = p->keys + 4 * il;
-            p->c.v[il] = p->keys + 4 * il + 1;
-            p->c.conv[il] = (float *)(void *)(p->keys + 4 * il + 2);
-            p->c.ssm[il] = (float *)(void *)(p->keys + 4 * il + 3);
+            p->c.k[il] = p->keys + 16 * il;
+            p->c.v[il] = p->keys + 16 * il + 4;
+            p->c.conv[il] = p->keys + 16 * il + 8;
+            p->c.ssm[il] = p->keys + 16 * il + 12;
         }
         if ((st = mdl_build(&sh->m, &p->c, 1, false, &p->g_dec, err)) == BRASA_OK &&
             (st = gpu_sess_new(sh->gpu, &p->gs, err)) == BRASA_OK &&
