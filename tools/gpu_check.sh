@@ -5,7 +5,10 @@
 #   tools/gpu_check.sh profile        (ncu: each kernel of one decode step, one layer's table)
 #   tools/gpu_check.sh timeline       (inside the captured graph: time per kernel name, and
 #                                      one step launch by launch in $OUT/tl_*.txt)
-# ab, profile and timeline only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m").
+#   tools/gpu_check.sh tp             (tensor parallelism: tg128/pp512 with --gpus N for N in
+#                                      GPUS, default 1 2 4 8 up to the GPUs present, against
+#                                      one GPU; FILES default "7b,q4_k_m 32b,q4_k_m")
+# ab, profile, timeline and tp only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m").
 # Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
@@ -25,7 +28,7 @@ step() { local t0=$SECONDS; "$@"; local rc=$?; echo "   ($((SECONDS - t0)) s, rc
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
   | tee "$out/gpu.txt"
-[ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ] || step make -s BUILD=$B -j"$J" $B/tests/test_gpu $B/tests/test_gpu_compile $B/bench/bench_gpu \
+[ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ] || [ "$mode" = tp ] || step make -s BUILD=$B -j"$J" $B/tests/test_gpu $B/tests/test_gpu_compile $B/bench/bench_gpu \
   >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; note "build of tests FAILED"; }
 step make -s BUILD=$B -j"$J" $B/brasa >>"$out/build.log" 2>&1 || note "build of brasa failed (see build.log)"
 
@@ -37,6 +40,30 @@ synth() {
   [ -f "$f" ] || $B/brasa synth --arch qwen2 --shape "$1" --type "$2" -o "$f" -t "$J" \
     >"$out/synth.log" 2>&1 || { note "synth $1 $2 failed: $(tail -2 "$out/synth.log")"; return 1; }
 }
+
+if [ "$mode" = tp ]; then
+  export NCCL_NVLS_ENABLE=0 # (NVLink multicast stays off)
+  ngpu=$(nvidia-smi -L | wc -l)
+  for spec in ${FILES:-7b,q4_k_m 32b,q4_k_m}; do
+    set -- ${spec/,/ }
+    synth "$1" "$2" || continue
+    one=$($B/brasa bench -m "$f" -p 512 -n 128 -r 3 2>&1 | grep -E 'pp512|tg128' | awk -F'|' '{printf "%s ", $8}')
+    read -r pp1 tg1 <<<"$(echo "$one" | awk '{print $1, $4}')"
+    note "tp $1 $2, one GPU: pp512 $pp1, tg128 $tg1"
+    for n in ${GPUS:-1 2 4 8}; do
+      [ "$n" -le "$ngpu" ] || continue
+      $B/brasa inspect "$f" --plan --gpus "$n" >"$out/plan_$1_$2_$n.txt" 2>&1
+      r=$($B/brasa bench --gpus "$n" -m "$f" -p 512 -n 128 -r 3 2>&1 | grep -E 'pp512|tg128|rror' | awk -F'|' '{printf "%s ", $8}')
+      read -r ppn tgn <<<"$(echo "$r" | awk '{print $1, $4}')"
+      eff=$(awk -v a="$tgn" -v b="$tg1" -v n="$n" 'BEGIN{if (b > 0) printf "%.2fx one GPU, %.0f%% of linear scaling", a / b, 100 * a / b / n}')
+      note "tp $1 $2, --gpus $n: pp512 $ppn, tg128 $tgn ($eff) $(grep -m1 -i 'not split' "$out/plan_$1_$2_$n.txt")"
+    done
+  done
+  echo
+  echo "================ summary ($mode)"
+  for s in "${summary[@]}"; do echo "- $s"; done
+  exit 0
+fi
 
 if [ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ]; then
   for spec in ${FILES:-7b,q4_k_m 1.5b,q4_k_m}; do

@@ -37,6 +37,8 @@ static const struct synth_shape SHAPES[] = {
      .tied = true},
     {"qwen2", "7b", "Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 32768, 152064, 151643,
      .vocab = SYNTH_VOCAB_QWEN2, .rms_eps = 1e-6f, .rope_theta = 1e6f, .rope_dims = 128, .qkv_bias = true},
+    {"qwen2", "32b", "Qwen2.5-32B", 64, 5120, 40, 8, 128, 27648, 32768, 152064, 151643,
+     .vocab = SYNTH_VOCAB_QWEN2, .rms_eps = 1e-6f, .rope_theta = 1e6f, .rope_dims = 128, .qkv_bias = true},
     {"granite", "tiny", "tiny granite", 2, 256, 4, 2, 64, 768, 4096, 4096, 4093, .vocab = SYNTH_VOCAB_GRANITE,
      .rms_eps = 1e-5f, .rope_theta = 10000, .rope_dims = 64, .tied = true, .emb_scale = 12.0f,
      .res_scale = 0.22f, .attn_scale = 0.015625f, .logit_scale = 8.0f},
