@@ -48,13 +48,13 @@ void progress_end(struct progress *p); /* clears the line */
 /* Adapter for brasa_model_opts.progress (ud is a struct progress). */
 void progress_cb(void *ud, float fraction);
 
-/* Loads a model with a progress bar; prints the error and returns NULL on failure. */
 /* How a command loads its model: threads, and the GPUs it is split over (--gpus; across
  * processes --tp-world, --tp-rank, --tp-id) */
 struct cli_model {
     int threads, gpus, world, rank;
     const char *id;
 };
+/* Loads a model with a progress bar; prints the error and returns NULL on failure. */
 struct brasa_model *cli_load_model(const char *cmd, const char *path, const struct cli_model *cm);
 /* "f16" or "f32"; false if neither. */
 bool cli_kv_type(const char *s, enum brasa_kv_type *out);

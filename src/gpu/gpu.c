@@ -1878,27 +1878,25 @@ static brasa_status tl_collect(struct gpu_sess *s, const struct plan *p, struct 
             t[2 * m + 1] = t[2 * i + 1];
             m++;
         }
-    /* the kernels' launches (a collective stamps nothing: its time counts in the kernel
-     * before it) */
-    int *kl = malloc((size_t)(p->nl > 0 ? p->nl : 1) * sizeof *kl), nk = 0;
-    if (!kl)
-        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    /* stamp k is the k-th kernel's (a collective stamps nothing: its time counts in the
+     * kernel before it) */
+    int nk = 0;
     for (int k = 0; k < p->nl; k++)
-        if (p->l[k].fn)
-            kl[nk++] = k;
+        nk += p->l[k].fn != NULL;
     if (m != nk) {
         s->tl_bad++;
-        free(kl);
         return BRASA_OK;
     }
-    for (int k = 0; k + 1 < m; k++)
-        kt_add(s->tk, &s->ntk, p->l[kl[k]].kname, (double)(t[2 * k + 2] - t[2 * k]) * 1e-6);
     s->tl_runs++;
-    if (s->tl_runs == 100 && gp->tl_level >= 2) /* one run, launch by launch */
-        for (int k = 0; k + 1 < m; k++)
-            fprintf(stderr, "brasa: timeline %4d %-14s %-24s %8.2f us\n", k, p->l[kl[k]].kname,
-                    p->g->nodes[p->l[kl[k]].node].name, (double)(t[2 * k + 2] - t[2 * k]) * 1e-3);
-    free(kl);
+    for (int k = 0, j = 0; k + 1 < m; k++, j++) {
+        while (!p->l[j].fn)
+            j++;
+        const double us = (double)(t[2 * k + 2] - t[2 * k]) * 1e-3;
+        kt_add(s->tk, &s->ntk, p->l[j].kname, us * 1e-3);
+        if (s->tl_runs == 100 && gp->tl_level >= 2) /* one run, launch by launch */
+            fprintf(stderr, "brasa: timeline %4d %-14s %-24s %8.2f us\n", k, p->l[j].kname,
+                    p->g->nodes[p->l[j].node].name, us);
+    }
     return BRASA_OK;
 }
 

@@ -34,8 +34,9 @@ struct gpu_opts {
     double timeout_s;   /* 0: default */
 };
 
-/* Loads the driver and compiler, opens device o->device (0 without o), compiles (or loads from the cache) the
- * fixed kernels. BRASA_EDEVICE with a plain message when no driver/GPU is present. */
+/* Loads the driver and compiler, opens device o->device (0 without o), compiles (or loads
+ * from the cache) the fixed kernels. BRASA_EDEVICE with a plain message when no driver/GPU is
+ * present. */
 brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_err *err);
 /* Frees everything; reports leaked device allocations on stderr. */
 void gpu_close(struct gpu *g);
