@@ -57,8 +57,12 @@ struct tp_sess {
     bool row_ok;
 };
 
-int tp_model_gpus(const struct tp_model *t) { return t->n; }
-const char *tp_model_device(const struct tp_model *t) { return gpu_device_name(t->sh[0].gpu); }
+/* rank j's slice of the vocabulary, [*v0, *v1) (mdl_shard's) */
+static void tp_slice(const struct tp_model *t, int j, int *v0, int *v1)
+{
+    *v0 = (int)((int64_t)t->n_vocab * j / t->world);
+    *v1 = (int)((int64_t)t->n_vocab * (j + 1) / t->world);
+}
 
 void tp_model_free(struct tp_model *t)
 {
@@ -139,7 +143,7 @@ brasa_status tp_model_open(struct tp_model **out, const struct mdl *m, int n,
     t->world = world;
     t->rank0 = rank0;
     t->n_vocab = m->hp.n_vocab;
-    t->pad = (m->hp.n_vocab + world - 1) / world + 1;
+    t->pad = (m->hp.n_vocab + world - 1) / world;
     brasa_status st = nccl_load(&t->nc, err);
     if (st != BRASA_OK) {
         free(t);
@@ -304,8 +308,8 @@ static void tp_from_world(struct tp_sess *s, bool top, int k)
         int n_r[SPLIT_MAX_GPUS], off[SPLIT_MAX_GPUS];
         for (int j = 0; j < t->world; j++) {
             const int32_t *b = (const int32_t *)(const void *)(g + (size_t)j * 2 * TP_TOP * 4);
-            int v0 = (int)((int64_t)t->n_vocab * j / t->world),
-                v1 = (int)((int64_t)t->n_vocab * (j + 1) / t->world);
+            int v0, v1;
+            tp_slice(t, j, &v0, &v1);
             ids_r[j] = b;
             lg_r[j] = (const float *)(const void *)(b + TP_TOP);
             n_r[j] = k < v1 - v0 ? k : v1 - v0;
@@ -315,8 +319,8 @@ static void tp_from_world(struct tp_sess *s, bool top, int k)
         return;
     }
     for (int j = 0; j < t->world; j++) {
-        int v0 = (int)((int64_t)t->n_vocab * j / t->world),
-            v1 = (int)((int64_t)t->n_vocab * (j + 1) / t->world);
+        int v0, v1;
+        tp_slice(t, j, &v0, &v1);
         memcpy(s->row + v0, g + (size_t)j * (size_t)t->pad * 4, (size_t)(v1 - v0) * 4);
     }
     s->row_ok = true;
@@ -393,9 +397,7 @@ brasa_status tp_sess_output(struct tp_sess *s, float *out, int *rows, struct bra
             *rows = 1;
         return BRASA_OK;
     }
-    int V = 0, nr = s->p[0].g ? s->p[0].g->n_out : 1;
-    for (int r = 0; r < t->n; r++)
-        V += t->sh[r].m.hp.n_vocab;
+    int V = t->n_vocab, nr = s->p[0].g ? s->p[0].g->n_out : 1; /* (world == n: every slice) */
     for (int r = 0, off = 0; r < t->n; r++) {
         const float *o = gpu_sess_output(s->p[r].gs, err);
         if (!o)

@@ -41,8 +41,6 @@ brasa_status tp_model_open(struct tp_model **out, const struct mdl *m, int n,
 brasa_status tp_id_exchange(const struct nccl *nc, const char *path, bool root, double timeout_s,
                             ncclUniqueId *id, struct brasa_err *err);
 void tp_model_free(struct tp_model *t);
-int tp_model_gpus(const struct tp_model *t);
-const char *tp_model_device(const struct tp_model *t);
 
 /* A session over every shard: its KV caches and states on their GPUs, its graphs for one
  * token (prepared here) and for prompt batches (on first use). */
