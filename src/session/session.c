@@ -357,6 +357,28 @@ static brasa_status batch_graph(struct brasa_session *s, int n, bool all, struct
     return BRASA_OK;
 }
 
+/* The last batch's output to the host: every row into all (when given), the last into
+ * s->logits. */
+static brasa_status batch_rows(struct brasa_session *s, const struct graph *g, float *all,
+                               struct brasa_err *err)
+{
+    size_t row = (size_t)s->model->m.hp.n_vocab;
+    int rows = 1;
+    if (s->tp) { /* (without all, a batch has one output row) */
+        brasa_status st = tp_sess_output(s->tp, all ? all : s->logits, &rows, err);
+        if (st == BRASA_OK && all)
+            memcpy(s->logits, all + (size_t)(rows - 1) * row, row * sizeof(float));
+        return st;
+    }
+    const float *out = s->gpu ? gpu_sess_output(s->gpu, err) : cpu_node_data(s->cpu, g, g->out);
+    if (!out)
+        return BRASA_EDEVICE;
+    if (all)
+        memcpy(all, out, (size_t)g->n_out * row * sizeof(float));
+    memcpy(s->logits, out + (size_t)(g->n_out - 1) * row, row * sizeof(float));
+    return BRASA_OK;
+}
+
 brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int n,
                                 float *logits_all, struct brasa_err *err)
 {
@@ -371,59 +393,29 @@ brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int
         if (ids[i] < 0 || ids[i] >= n_vocab)
             return brasa_fail(err, BRASA_EINVAL, "token id %d is outside the vocabulary (0..%d)",
                               ids[i], n_vocab - 1);
-    for (int done = 0; done < n && s->tp;) { /* split over GPUs: every shard at once */
+    for (int done = 0; done < n;) {
         int nb = n - done < s->n_batch ? n - done : s->n_batch;
-        int top = s->smp && !logits_all && done + nb == n ? sampler_candidates(s->smp) : 0;
-        pthread_mutex_lock(&s->model->run_mu);
-        brasa_status st = tp_sess_run(s->tp, ids + done, nb, s->pos, logits_all != NULL, top,
-                                      err);
-        pthread_mutex_unlock(&s->model->run_mu);
-        if (st != BRASA_OK)
-            return st;
-        s->pos += nb;
-        s->logits_ok = false;
-        const int32_t *ti;
-        const float *tl;
-        if (top > 0 && tp_sess_top(s->tp, &ti, &tl) > 0) {
-            done += nb;
-            continue;
-        }
-        int rows = 1;
-        float *o = logits_all ? logits_all + (size_t)done * n_vocab : s->logits;
-        if ((st = tp_sess_output(s->tp, o, &rows, err)) != BRASA_OK)
-            return st;
-        if (logits_all)
-            memcpy(s->logits, o + (size_t)(rows - 1) * n_vocab, (size_t)n_vocab * sizeof(float));
-        s->logits_ok = true;
-        done += nb;
-    }
-    for (int done = 0; done < n && !s->tp;) {
-        int nb = n - done < s->n_batch ? n - done : s->n_batch;
-        struct graph *g;
-        brasa_status st = batch_graph(s, nb, logits_all != NULL, &g, err);
+        struct graph *g = NULL; /* (split over GPUs, each shard has its own: session/tp.c) */
+        brasa_status st = s->tp ? BRASA_OK : batch_graph(s, nb, logits_all != NULL, &g, err);
         if (st != BRASA_OK)
             return st;
         /* the last batch's row: on a GPU, the sampler's candidates only (when it needs few) */
-        int top = s->gpu && s->smp && !logits_all && done + nb == n
+        int top = (s->gpu || s->tp) && s->smp && !logits_all && done + nb == n
                       ? sampler_candidates(s->smp) : 0;
         struct graph_run r = {.pos0 = s->pos, .tokens = ids + done, .top_k = top};
         pthread_mutex_lock(&s->model->run_mu);
-        st = s->gpu ? gpu_sess_run(s->gpu, g, &r, err) : cpu_run(s->cpu, g, &r, err);
+        st = s->tp    ? tp_sess_run(s->tp, ids + done, nb, s->pos, logits_all != NULL, top, err)
+             : s->gpu ? gpu_sess_run(s->gpu, g, &r, err)
+                      : cpu_run(s->cpu, g, &r, err);
         pthread_mutex_unlock(&s->model->run_mu);
         if (st != BRASA_OK)
             return st;
         s->pos += nb;
         s->logits_ok = false;
         if (top == 0) {
-            const float *out = s->gpu ? gpu_sess_output(s->gpu, err)
-                                      : cpu_node_data(s->cpu, g, g->out);
-            if (!out)
-                return BRASA_EDEVICE;
-            if (logits_all)
-                memcpy(logits_all + (size_t)done * n_vocab, out,
-                       (size_t)g->n_out * n_vocab * sizeof(float));
-            memcpy(s->logits, out + (size_t)(g->n_out - 1) * n_vocab,
-                   (size_t)n_vocab * sizeof(float));
+            float *all = logits_all ? logits_all + (size_t)done * n_vocab : NULL;
+            if ((st = batch_rows(s, g, all, err)) != BRASA_OK)
+                return st;
             s->logits_ok = true;
         }
         done += nb;
