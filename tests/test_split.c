@@ -423,34 +423,44 @@ static void tp_close(struct tp_run *t)
     free(t->mem);
 }
 
-/* Runs graph gi of n shards side by side, each up to its next ALLREDUCE, where the shards'
- * parts are added up (in shard order) and every shard goes on with the sum; then gathers their
- * slices of the logits into logits. */
+/* Runs graph gi of n shards side by side, each up to its next ALLREDUCE (the shards' graphs
+ * differ around them: the first shard adds the residual), where the shards' parts are added up
+ * (in shard order) and every shard goes on with the sum; then gathers their slices of the
+ * logits into logits. */
 static brasa_status tp_step(struct tp_run *sh, int n, int gi, const struct graph_run *r,
                             float *logits, struct brasa_err *err)
 {
-    const struct graph *g0 = &sh[0].g[gi];
+    int i0[SPLIT_MAX_GPUS] = {0};
     brasa_status st;
-    for (int i0 = 0; i0 < g0->n;) {
-        int i1 = i0;
-        while (i1 < g0->n && g0->nodes[i1].op != GOP_ALLREDUCE)
-            i1++;
-        int e = i1 < g0->n ? i1 + 1 : i1;
-        for (int s = 0; s < n; s++)
-            if ((st = cpu_run_range(sh[s].cpu, &sh[s].g[gi], r, i0, e, err)) != BRASA_OK)
+    for (bool more = true; more;) {
+        int at[SPLIT_MAX_GPUS];
+        for (int s = 0; s < n; s++) {
+            const struct graph *g = &sh[s].g[gi];
+            int i1 = i0[s];
+            while (i1 < g->n && g->nodes[i1].op != GOP_ALLREDUCE)
+                i1++;
+            int e = i1 < g->n ? i1 + 1 : i1;
+            if ((st = cpu_run_range(sh[s].cpu, g, r, i0[s], e, err)) != BRASA_OK)
                 return st;
-        if (i1 < g0->n) { /* (the arena is the CPU backend's; the sum is written in place) */
-            size_t ne = (size_t)(g0->nodes[i1].ne[0] * g0->nodes[i1].ne[1]);
-            float *sum = (float *)cpu_node_data(sh[0].cpu, g0, i1);
+            at[s] = i1 < g->n ? i1 : -1;
+            i0[s] = e;
+            if ((at[s] < 0) != (at[0] < 0))
+                return brasa_fail(err, BRASA_EINVAL, "shards with different all-reduces");
+        }
+        more = at[0] >= 0;
+        if (more) { /* (the arena is the CPU backend's; the sum is written in place) */
+            const struct graph *g0 = &sh[0].g[gi];
+            size_t ne = (size_t)(g0->nodes[at[0]].ne[0] * g0->nodes[at[0]].ne[1]);
+            float *sum = (float *)cpu_node_data(sh[0].cpu, g0, at[0]);
             for (int s = 1; s < n; s++) {
-                const float *p = cpu_node_data(sh[s].cpu, &sh[s].g[gi], i1);
+                const float *p = cpu_node_data(sh[s].cpu, &sh[s].g[gi], at[s]);
                 for (size_t j = 0; j < ne; j++)
                     sum[j] += p[j];
             }
             for (int s = 1; s < n; s++)
-                memcpy((float *)cpu_node_data(sh[s].cpu, &sh[s].g[gi], i1), sum, ne * sizeof *sum);
+                memcpy((float *)cpu_node_data(sh[s].cpu, &sh[s].g[gi], at[s]), sum,
+                       ne * sizeof *sum);
         }
-        i0 = e;
     }
     for (int s = 0, off = 0; s < n; s++) {
         const struct graph *g = &sh[s].g[gi];

@@ -508,7 +508,8 @@ brasa_status cpu_op(const struct op_args *a, struct brasa_err *err)
         run_rows(a, n_elems(n) / n->p.i[0], n->p.i[0] * 4, rms_norm_gate_rows);
         break;
     case GOP_ALLREDUCE: /* one shard's part; the caller adds the others' (cpu_run_range) */
-        memcpy(a->out, a->in[0], (size_t)n_elems(n) * sizeof(float));
+        if (a->out != a->in[0]) /* (the arena plan sums in place where it can) */
+            memcpy(a->out, a->in[0], (size_t)n_elems(n) * sizeof(float));
         break;
     case GOP_MATMUL:
         op_matmul(a);

@@ -154,10 +154,15 @@ brasa_status graph_plan(struct graph *g, struct brasa_err *err)
             continue;
         n->nbytes = 4 * (size_t)(n->ne[0] * n->ne[1] * n->ne[2] * n->ne[3]);
         size_t need = (n->nbytes + 63) & ~(size_t)63;
+        int in0 = n->in[0];
+        bool in_place = n->op == GOP_ALLREDUCE && in0 >= 0 && !is_leaf(g->nodes[in0].op) &&
+                        last[in0] == i && g->nodes[in0].nbytes == n->nbytes;
         int k = 0;
-        while (k < nfl && fl[k].size < need)
+        while (!in_place && k < nfl && fl[k].size < need)
             k++;
-        if (k < nfl) {
+        if (in_place) { /* the collective sums in place: the output takes its input's range */
+            n->offset = g->nodes[in0].offset;
+        } else if (k < nfl) {
             n->offset = fl[k].off;
             fl[k].off += need, fl[k].size -= need;
             if (fl[k].size == 0) {
@@ -178,7 +183,7 @@ brasa_status graph_plan(struct graph *g, struct brasa_err *err)
         npend = 0;
         for (int j = 0; j < GRAPH_MAX_IN; j++) {
             int s = n->in[j];
-            if (s < 0 || is_leaf(g->nodes[s].op) || last[s] != i)
+            if (s < 0 || is_leaf(g->nodes[s].op) || last[s] != i || (in_place && s == in0))
                 continue;
             bool dup = false;
             for (int q = 0; q < j; q++)

@@ -301,17 +301,6 @@ static int view(struct blk *b, int il, int x, int64_t off, int64_t n0, int64_t n
     return n;
 }
 
-/* A shard's part of a product whose input is split over the shards (attention output, FFN
- * down, DeltaNet output), summed over them; the part itself in a whole model. (A shard of one
- * has its all-reduces too: a sum over one device, which checks the path on one GPU.) */
-static int tp_sum(struct blk *b, int il, int x, const char *what)
-{
-    if (b->m->tp_n < 1)
-        return x;
-    return graph_addf(b->g, GOP_ALLREDUCE, x, -1, -1, -1, b->m->hp.n_embd, b->n_tok, "blk.%d.%s",
-                      il, what);
-}
-
 int blk_attention(struct blk *b, int il, int xn, bool gated)
 {
     const struct mdl_hparams *hp = &b->m->hp;
@@ -346,7 +335,7 @@ int blk_attention(struct blk *b, int il, int xn, bool gated)
     an->p.f[0] = hp->kq_scale;
     if (gated)
         a = graph_addf(g, GOP_SIGMOID_MUL, a, gate, -1, -1, nq, b->n_tok, "blk.%d.kqv_gated", il);
-    return tp_sum(b, il, matmul(b, il, a, &L->wo, NULL, "attn_out"), "attn_out_sum");
+    return matmul(b, il, a, &L->wo, NULL, "attn_out");
 }
 
 int blk_ffn(struct blk *b, int il, int xn)
@@ -356,7 +345,7 @@ int blk_ffn(struct blk *b, int il, int xn)
     int up = matmul(b, il, xn, &L->ffn_up, NULL, "ffn_up");
     int h = graph_addf(b->g, GOP_SWIGLU, gt, up, -1, -1, b->m->hp.n_ff, b->n_tok, "blk.%d.ffn_swiglu",
                        il);
-    return tp_sum(b, il, matmul(b, il, h, &L->ffn_down, NULL, "ffn_out"), "ffn_out_sum");
+    return matmul(b, il, h, &L->ffn_down, NULL, "ffn_out");
 }
 
 int blk_deltanet(struct blk *b, int il, int xn)
@@ -399,15 +388,34 @@ int blk_deltanet(struct blk *b, int il, int xn)
                    "blk.%d.ssm_o_normed", il);
     node(b, o)->p.i[0] = hp->ssm_dv;
     node(b, o)->p.f[0] = hp->eps;
-    return tp_sum(b, il, matmul(b, il, o, &L->ssm_out, NULL, "ssm_out"), "ssm_out_sum");
+    return matmul(b, il, o, &L->ssm_out, NULL, "ssm_out");
 }
 
+/* x + branch * res_scale. In a shard (mdl_shard) the branch is the shard's part of a product
+ * whose input is split over the shards (attention output, FFN down, DeltaNet output): the
+ * first shard adds x to its part, the others scale theirs, and the all-reduce sums them in
+ * place. The first shard's add stays next to its product, so the GPU fuses it into the
+ * product's epilogue, as in a whole model. (A shard of one has its all-reduces too: a sum over
+ * one device, which checks the path on one GPU.) */
 int blk_residual(struct blk *b, int il, int x, int branch, const char *what)
 {
-    int n = graph_addf(b->g, GOP_ADD, x, branch, -1, -1, b->m->hp.n_embd, b->n_tok, "blk.%d.%s", il,
-                       what);
-    node(b, n)->p.f[0] = b->m->hp.res_scale;
-    return n;
+    const struct mdl *m = b->m;
+    int n;
+    if (m->tp_n >= 1 && m->tp_rank > 0) {
+        if (m->hp.res_scale == 1.0f)
+            return graph_addf(b->g, GOP_ALLREDUCE, branch, -1, -1, -1, m->hp.n_embd, b->n_tok,
+                              "blk.%d.%s", il, what);
+        n = graph_addf(b->g, GOP_SCALE, branch, -1, -1, -1, m->hp.n_embd, b->n_tok,
+                       "blk.%d.%s_part", il, what);
+    } else {
+        n = graph_addf(b->g, GOP_ADD, x, branch, -1, -1, m->hp.n_embd, b->n_tok, "blk.%d.%s%s",
+                       il, what, m->tp_n >= 1 ? "_part" : "");
+    }
+    node(b, n)->p.f[0] = m->hp.res_scale;
+    if (m->tp_n < 1)
+        return n;
+    return graph_addf(b->g, GOP_ALLREDUCE, n, -1, -1, -1, m->hp.n_embd, b->n_tok, "blk.%d.%s", il,
+                      what);
 }
 
 int blk_decoder(struct blk *b, int x)

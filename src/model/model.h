@@ -67,6 +67,7 @@ struct mdl {
     struct mdl_layer *layers;                       /* [n_layer] */
     uint64_t n_params, weight_bytes_per_token;
     int tp_n;           /* a tensor-parallel shard (mdl_shard) of tp_n; 0: the whole model */
+    int tp_rank;        /* which shard of tp_n */
     int tp_vocab0;      /* the shard's first token of the vocabulary (embedding, output head) */
 };
 

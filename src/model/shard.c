@@ -193,6 +193,7 @@ brasa_status mdl_shard(const struct mdl *m, int rank, int n, struct mdl *out, vo
         out->hp.ssm_n_kh /= n, out->hp.ssm_n_vh /= n;
     out->hp.n_vocab = (int)(out->output.ne[1]);
     out->tp_n = n;
+    out->tp_rank = rank;
     out->tp_vocab0 = (int)((int64_t)hp->n_vocab * rank / n);
     return BRASA_OK;
 }
