@@ -230,6 +230,8 @@ struct gpu_sess {
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
+    int head_nr;             /* BRASA_GPU_MVD_HEAD_NR: rows a group in the LM head (mvd_rows;
+                              * measurement) */
     int wmin;                /* decode products split along k below this many warps per SM
                               * (BRASA_GPU_MVD_WMIN; 0: by type, plan_matmul) */
     int mvd_xc;              /* decode products that convert their own activation (mvd.cu
@@ -710,6 +712,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->dump = getenv("BRASA_DUMP");
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
+    s->head_nr = env_int("BRASA_GPU_MVD_HEAD_NR", 0);
     s->wmin = env_int("BRASA_GPU_MVD_WMIN", 0);
     if (s->wmin < 0 || s->wmin > 256)
         s->wmin = 0;
@@ -965,10 +968,15 @@ static void ap_outputs(struct launch *l, const CUdeviceptr *y, const CUdeviceptr
 
 /* The decode product's weight rows per lane group, which share each activation load: 2
  * (gate+up: one of each; 4 measured no faster, BENCHMARKS.md) where every weight of the launch
- * but the last (of r[0..nm)) has a multiple of the output rows per group; else 1. */
-static int mvd_rows(const struct pb *b, int glu, int nm, const int *r)
+ * but the last (of r[0..nm)) has a multiple of the output rows per group; else 1. And 1 for
+ * the LM head in Q8_0 (a lone weight of at least 4 k rows): its short rows (1,536 values: 3
+ * pieces a lane) then load in one round, not two, and it has rows to spare for the warps
+ * (tg128 1.5B Q8_0 +0.8%, 7B +0.7% over 6-8 rounds; not Q6_K: much slower; BENCHMARKS.md). */
+static int mvd_rows(const struct pb *b, int glu, int nm, const int *r, long k, uint32_t wtype)
 {
     int nr = 2, fnr = b->s->force_nr;
+    if (!glu && nm == 1 && r[0] >= 4 * k && (b->s->head_nr || (wtype == T_Q8_0 && !fnr)))
+        fnr = b->s->head_nr ? b->s->head_nr : 1;
     if (fnr == 4 || fnr == 2 || (fnr == 1 && !glu))
         nr = fnr;
     for (;; nr /= 2) {
@@ -1092,7 +1100,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     int xc = T == 1 && b->s->mvd &&
              (b->s->mvd_xc == 2 || (b->s->mvd_xc >= 1 && gpu_mvd_xc(w->type)) ||
               (b->s->mvd_xc == 3 && k <= 8192)); /* (3: a measurement; not the down product) */
-    if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r) != 2))
+    if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r, k, w->type) != 2))
         xc = 0;
     for (int j = 0; j < nm && xc; j++)
         if (y[j] < x + (CUdeviceptr)k * 4 && x < y[j] + (CUdeviceptr)r[j] * 4) {
@@ -1133,7 +1141,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         int pe = w->type == T_Q8_0 ? 16 : w->type == T_F16 || w->type == T_BF16 ? 8
                : w->type == T_F32 ? 4 : 32;
         long pieces = k / pe;
-        int nr = mvd_rows(b, glu, nm, r), nout = glu ? nr / 2 : nr;
+        int nr = mvd_rows(b, glu, nm, r, k, w->type), nout = glu ? nr / 2 : nr;
         long groups = (tot + nout - 1) / nout;
         /* ks warps share a group (split along k) while the launch has fewer than wm warps
          * per SM and every lane still gets a piece. Fewer, longer warps pay where there are
