@@ -19,6 +19,8 @@ struct brasa_model_opts {
     enum brasa_backend backend;    /* AUTO: GPU when a driver is present, else CPU */
     int n_gpus;                    /* > 0: split over GPUs 0..n_gpus-1 (tensor parallelism over
                                     * NCCL; 1: a shard of one, the same path on one GPU) */
+    const int *gpu_ids;            /* with n_gpus: those GPUs' device ordinals instead, distinct
+                                    * (brasa_gpus_parse) */
     int tp_world, tp_rank;         /* with n_gpus: ranks in all, across processes (0: n_gpus),
                                     * and this process's first */
     const char *tp_id;             /* the file through which the processes share NCCL's id */
@@ -38,6 +40,11 @@ struct brasa_model_info {
     uint64_t weight_bytes_per_token; /* bytes of weights one decode step reads */
 };
 
+/* The tools' --gpus: a count N (GPUs 0..N-1; 0: none) or a list of device ordinals, "2,3"
+ * (a list of one ends in a comma: "3,"). Sets *n and, for a list, ids[0..*n) (room for
+ * BRASA_MAX_GPUS; for a count ids[0] = -1). BRASA_EINVAL, with a message, for anything else. */
+#define BRASA_MAX_GPUS 8
+brasa_status brasa_gpus_parse(const char *s, int *n, int *ids, struct brasa_err *err);
 brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *opts,
                               struct brasa_model **out, struct brasa_err *err);
 void brasa_model_free(struct brasa_model *m);

@@ -487,6 +487,13 @@ TEST(cli_errors)
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 0 && out && strstr(out, "--gpu-duty F"), "usage names --gpu-duty: rc %d", rc);
     free(out);
+    /* a list of GPUs names each once, before the model is read */
+    snprintf(cmd, sizeof cmd, "%s run -m /nonexistent/model.gguf -p hi --gpus 2,2 2>&1",
+             test_brasa_bin());
+    out = run_cmd(cmd, &rc);
+    CHECKF(rc != 0 && out && strstr(out, "GPU 2 twice") && !strstr(out, "nonexistent"),
+           "--gpus 2,2: rc %d '%s'", rc, out ? out : "");
+    free(out);
 }
 
 TEST_MAIN(T(run_greedy_matches_fixtures), T(run_ids_equals_text), T(logits_match_golden), T(stories_greedy_text),

@@ -604,7 +604,36 @@ TEST(sharded_forward_matches_whole_model)
     pool_free(pl);
 }
 
+/* --gpus as the tools take it (brasa_gpus_parse), and the ordinals brasa_model_load accepts */
+TEST(gpus_option_counts_or_lists)
+{
+    struct brasa_err err = {{0}};
+    int n = -1, ids[BRASA_MAX_GPUS];
+    CHECK(brasa_gpus_parse("4", &n, ids, &err) == BRASA_OK && n == 4 && ids[0] == -1);
+    CHECK(brasa_gpus_parse("0", &n, ids, &err) == BRASA_OK && n == 0);
+    CHECK(brasa_gpus_parse("2,3", &n, ids, &err) == BRASA_OK && n == 2 && ids[0] == 2 &&
+          ids[1] == 3);
+    CHECK(brasa_gpus_parse("5,", &n, ids, &err) == BRASA_OK && n == 1 && ids[0] == 5);
+    CHECK(brasa_gpus_parse("7,0,1", &n, ids, &err) == BRASA_OK && n == 3 && ids[0] == 7 &&
+          ids[2] == 1);
+    static const char *const bad[] = {"", "9", "-1", "2,2", "1,x", "1,,2", "64,", "x",
+                                      "0,1,2,3,4,5,6,7,8", "3 "};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err.msg[0] = 0;
+        CHECKF(brasa_gpus_parse(bad[i], &n, ids, &err) == BRASA_EINVAL && err.msg[0],
+               "'%s' taken", bad[i]);
+    }
+    brasa_gpus_parse("2,2", &n, ids, &err);
+    CHECK(strstr(err.msg, "GPU 2 twice") != NULL);
+    /* the library checks a caller's list too, before it reads the file */
+    int twice[2] = {1, 1};
+    struct brasa_model_opts mo = {.n_gpus = 2, .gpu_ids = twice};
+    struct brasa_model *m = NULL;
+    CHECK(brasa_model_load("/nonexistent.gguf", &mo, &m, &err) == BRASA_EINVAL && !m);
+    CHECK(strstr(err.msg, "GPU ordinal 1") != NULL);
+}
+
 TEST_MAIN(T(shards_reproduce_one_device), T(sharded_forward_matches_whole_model), T(two_gpus_share_the_weights), T(kv_cache_counts_attention_layers),
           T(kquant_blocks_must_not_be_cut), T(inspect_plan_prints_each_gpu),
           T(nccl_loads_or_says_what_is_missing), T(shards_candidates_merge),
-          T(processes_share_the_nccl_id))
+          T(processes_share_the_nccl_id), T(gpus_option_counts_or_lists))

@@ -41,7 +41,7 @@ static void gen_args_init(struct gen_args *a)
 
 /* the GPUs a model is split over (README: several GPUs) */
 #define TP_OPTS(c)                                                                               \
-    {NULL, "--gpus", OPT_INT, &(c)->gpus, "N", "split the model over GPUs 0..N-1 (NCCL)"},         \
+    {NULL, "--gpus", OPT_STR, &(c)->gpus, "N|2,3", "split over GPUs 0..N-1 or these (NCCL)"},      \
     {NULL, "--tp-world", OPT_INT, &(c)->world, "W", "with --gpus: ranks in all processes (N)"},    \
     {NULL, "--tp-rank", OPT_INT, &(c)->rank, "R", "with --gpus: this process's first rank (0)"},   \
     {NULL, "--tp-id", OPT_STR, &(c)->id, "FILE", "with --tp-world: NCCL's id, rank 0 writes it"}

@@ -202,13 +202,19 @@ struct brasa_model *cli_load_model(const char *cmd, const char *path, const stru
         fprintf(stderr, "brasa %s: no model given (-m FILE.gguf)\n", cmd);
         return NULL;
     }
+    struct brasa_err err = {{0}};
+    int n_gpus = 0, ids[BRASA_MAX_GPUS];
+    if (cm->gpus && brasa_gpus_parse(cm->gpus, &n_gpus, ids, &err) != BRASA_OK) {
+        fprintf(stderr, "brasa %s: %s\n", cmd, err.msg);
+        return NULL;
+    }
     struct progress pr;
     progress_begin(&pr, "loading");
-    struct brasa_model_opts mo = {.n_threads = cm->threads, .n_gpus = cm->gpus,
+    struct brasa_model_opts mo = {.n_threads = cm->threads, .n_gpus = n_gpus,
+                                  .gpu_ids = n_gpus && ids[0] >= 0 ? ids : NULL,
                                   .tp_world = cm->world, .tp_rank = cm->rank, .tp_id = cm->id,
                                   .progress = progress_cb, .progress_ud = &pr};
     struct brasa_model *m = NULL;
-    struct brasa_err err = {{0}};
     brasa_status st = brasa_model_load(path, &mo, &m, &err);
     progress_end(&pr);
     if (st != BRASA_OK) {

@@ -51,7 +51,8 @@ void progress_cb(void *ud, float fraction);
 /* How a command loads its model: threads, and the GPUs it is split over (--gpus; across
  * processes --tp-world, --tp-rank, --tp-id) */
 struct cli_model {
-    int threads, gpus, world, rank;
+    int threads, world, rank;
+    const char *gpus; /* a count or a list (brasa_gpus_parse) */
     const char *id;
 };
 /* Loads a model with a progress bar; prints the error and returns NULL on failure. */

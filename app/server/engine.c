@@ -175,7 +175,9 @@ static bool do_load(struct srv *s, const struct srv_model_entry *e, struct brasa
     set_state(s, MS_LOADING, e->id, NULL);
     pthread_mutex_unlock(&s->mu);
 
-    struct brasa_model_opts mo = {.n_threads = s->cfg.n_threads, .n_gpus = s->cfg.n_gpus};
+    const int *ids = s->cfg.n_gpus && s->cfg.gpu_ids[0] >= 0 ? s->cfg.gpu_ids : NULL;
+    struct brasa_model_opts mo = {.n_threads = s->cfg.n_threads, .n_gpus = s->cfg.n_gpus,
+                                  .gpu_ids = ids};
     struct brasa_model *m = NULL;
     struct brasa_session *ss = NULL;
     enum chat_template_id tmpl = CHAT_TMPL_NONE;

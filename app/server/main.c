@@ -37,7 +37,7 @@ static void usage(FILE *f)
             "  --port N               port (default 8080; 0 picks a free one, printed on stdout)\n"
             "  --api-key KEY          require \"Authorization: Bearer KEY\" on the API (or $BRASA_API_KEY)\n"
             "  -t, --threads N        engine threads (default: all cores)\n"
-            "  --gpus N               split each model over GPUs 0..N-1 (NCCL)\n"
+            "  --gpus N|2,3           split each model over GPUs 0..N-1, or these (NCCL)\n"
             "  -c, --ctx N            context length per model (default: from the file, capped)\n"
             "  --max-body BYTES       largest request body (default 1048576)\n"
             "  --max-prompt N         largest prompt in tokens (default 8192)\n"
@@ -88,9 +88,13 @@ static int parse_args(int argc, char **argv, struct srv_config *c)
             c->port = (int)n;
         else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && parse_int(v, 0, 1024, &n))
             c->n_threads = (int)n;
-        else if (!strcmp(a, "--gpus") && parse_int(v, 0, 64, &n))
-            c->n_gpus = (int)n;
-        else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx")) && parse_int(v, 0, 1 << 24, &n))
+        else if (!strcmp(a, "--gpus")) {
+            struct brasa_err e = {{0}};
+            if (brasa_gpus_parse(v, &c->n_gpus, c->gpu_ids, &e) != BRASA_OK) {
+                fprintf(stderr, "brasa serve: %s\n", e.msg);
+                return 2;
+            }
+        } else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx")) && parse_int(v, 0, 1 << 24, &n))
             c->n_ctx = (int)n;
         else if (!strcmp(a, "--max-body") && parse_int(v, 1024, 1L << 30, &n))
             c->max_body = (size_t)n;

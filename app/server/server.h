@@ -23,6 +23,7 @@ struct srv_config {
     bool allow_remote;       /* a non-loopback host needs this */
     int n_threads;
     int n_gpus;              /* > 0: each model split over GPUs 0..n_gpus-1 (--gpus) */
+    int gpu_ids[BRASA_MAX_GPUS]; /* or those, where gpu_ids[0] >= 0 (brasa_gpus_parse) */
     int n_ctx;
     size_t max_body;         /* bytes of a request body */
     int max_prompt_tokens;

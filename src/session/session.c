@@ -13,6 +13,7 @@
 #include "cpu/cpu.h"
 #include "gguf/gguf.h"
 #include "gpu/gpu.h"
+#include "gpu/split.h"
 #include "model/model.h"
 #include "quant/quant.h"
 #include "sample/sample.h"
@@ -69,6 +70,40 @@ static void model_free(struct brasa_model *m)
     free(m);
 }
 
+_Static_assert(BRASA_MAX_GPUS == SPLIT_MAX_GPUS, "the API's GPU limit is the split's");
+
+brasa_status brasa_gpus_parse(const char *s, int *n, int *ids, struct brasa_err *err)
+{
+    *n = 0;
+    ids[0] = -1;
+    if (!s || !*s)
+        return brasa_fail(err, BRASA_EINVAL, "--gpus: a GPU count or a list of GPUs (2,3)");
+    bool list = strchr(s, ',') != NULL;
+    for (const char *p = s; *p;) {
+        char *e;
+        long v = strtol(p, &e, 10);
+        if (e == p || v < 0 || v > 63 || (*e && *e != ','))
+            return brasa_fail(err, BRASA_EINVAL, "--gpus '%s': %s", s, list ? "device ordinals "
+                              "0..63 separated by commas" : "a GPU count or a list of GPUs (2,3)");
+        if (!list) {
+            if (v > BRASA_MAX_GPUS)
+                return brasa_fail(err, BRASA_EINVAL, "--gpus %ld: 0 to %d GPUs", v,
+                                  BRASA_MAX_GPUS);
+            *n = (int)v;
+            return BRASA_OK;
+        }
+        for (int i = 0; i < *n; i++)
+            if (ids[i] == v)
+                return brasa_fail(err, BRASA_EINVAL, "--gpus '%s': GPU %ld twice", s, v);
+        if (*n == BRASA_MAX_GPUS)
+            return brasa_fail(err, BRASA_EINVAL, "--gpus '%s': more than %d GPUs", s,
+                              BRASA_MAX_GPUS);
+        ids[(*n)++] = (int)v;
+        p = *e ? e + 1 : e;
+    }
+    return BRASA_OK;
+}
+
 brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *opts,
                               struct brasa_model **out, struct brasa_err *err)
 {
@@ -78,6 +113,12 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
     *out = NULL;
     if (opts->n_threads < 0 || opts->n_threads > 1024)
         return brasa_fail(err, BRASA_EINVAL, "thread count %d is outside 0..1024", opts->n_threads);
+    for (int i = 0; opts->gpu_ids && i < opts->n_gpus; i++)
+        for (int j = 0; j <= i; j++)
+            if (opts->gpu_ids[i] < 0 || opts->gpu_ids[i] > 63 ||
+                (j < i && opts->gpu_ids[j] == opts->gpu_ids[i]))
+                return brasa_fail(err, BRASA_EINVAL, "GPU ordinal %d: 0..63, each once",
+                                  opts->gpu_ids[i]);
     if (opts->progress)
         opts->progress(opts->progress_ud, 0.0f);
     struct brasa_model *m = calloc(1, sizeof *m);
@@ -119,7 +160,7 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
     if (opts->n_gpus > 0) { /* tensor parallelism: no fallback, the user asked for GPUs */
         struct gpu_opts go = {.verbose = opts->verbose};
         struct tp_world w = {.world = opts->tp_world, .rank0 = opts->tp_rank,
-                             .id_file = opts->tp_id};
+                             .devices = opts->gpu_ids, .id_file = opts->tp_id};
         if ((st = tp_model_open(&m->tp, &m->m, opts->n_gpus, &w, &go, err)) != BRASA_OK) {
             model_free(m);
             return brasa_wrap(err, st, "%s", path);

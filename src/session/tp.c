@@ -14,7 +14,8 @@
 struct tp_shard {
     struct mdl m;
     void *mem;       /* its weights, host copies: the GPU knows its weights by these addresses */
-    struct gpu *gpu; /* GPU r */
+    struct gpu *gpu; /* GPU dev */
+    int dev;         /* its device ordinal */
     ncclComm_t comm;
 };
 
@@ -25,7 +26,7 @@ struct tp_model {
     int world, rank0; /* ranks in all; this process's first */
     int n_vocab, pad; /* the whole model's; the largest slice (a gathered row's floats) */
     struct nccl nc;
-    struct pool *pool; /* thread r drives GPU r (the caller is thread 0) */
+    struct pool *pool; /* thread r drives shard r (the caller is thread 0) */
     struct tp_shard sh[SPLIT_MAX_GPUS];
 };
 
@@ -151,10 +152,10 @@ brasa_status tp_model_open(struct tp_model **out, const struct mdl *m, int n,
     }
     for (int r = 0; r < n && st == BRASA_OK; r++) {
         struct gpu_opts o = go ? *go : (struct gpu_opts){0};
-        o.device = r;
+        o.device = t->sh[r].dev = w && w->devices ? w->devices[r] : r;
         if ((st = mdl_shard(m, rank0 + r, world, &t->sh[r].m, &t->sh[r].mem, err)) == BRASA_OK &&
             (st = gpu_open(&t->sh[r].gpu, &o, err)) != BRASA_OK)
-            st = brasa_wrap(err, st, "GPU %d of %d", r, n);
+            st = brasa_wrap(err, st, "GPU %d (%d of %d)", o.device, r + 1, n);
     }
     if (st == BRASA_OK)
         st = pool_new(&t->pool, n, err);
@@ -290,8 +291,8 @@ static brasa_status tp_dispatch(struct tp_sess *s, int phase, struct brasa_err *
     for (int r = 0; r < t->n; r++)
         if (s->p[r].st != BRASA_OK) {
             *err = s->p[r].err;
-            return brasa_wrap(err, s->p[r].st, "GPU %d (rank %d of %d)", r, t->rank0 + r,
-                              t->world);
+            return brasa_wrap(err, s->p[r].st, "GPU %d (rank %d of %d)", t->sh[r].dev,
+                              t->rank0 + r, t->world);
         }
     return BRASA_OK;
 }
@@ -344,7 +345,7 @@ brasa_status tp_sess_run(struct tp_sess *s, const int32_t *ids, int n, int pos0,
             if ((st = mdl_build(&t->sh[r].m, &p->c, n, all, &p->g_pp, err)) != BRASA_OK ||
                 (st = gpu_sess_prepare(p->gs, &p->g_pp, s->n_ctx, err)) != BRASA_OK) {
                 graph_free(&p->g_pp);
-                return brasa_wrap(err, st, "GPU %d", r);
+                return brasa_wrap(err, st, "GPU %d", t->sh[r].dev);
             }
             p->pp_all = all;
         }
@@ -401,7 +402,7 @@ brasa_status tp_sess_output(struct tp_sess *s, float *out, int *rows, struct bra
     for (int r = 0, off = 0; r < t->n; r++) {
         const float *o = gpu_sess_output(s->p[r].gs, err);
         if (!o)
-            return brasa_wrap(err, BRASA_EDEVICE, "GPU %d of %d", r, t->n);
+            return brasa_wrap(err, BRASA_EDEVICE, "GPU %d", t->sh[r].dev);
         int vr = t->sh[r].m.hp.n_vocab;
         for (int i = 0; i < nr; i++)
             memcpy(out + (size_t)i * V + off, o + (size_t)i * vr, (size_t)vr * sizeof *out);

@@ -23,12 +23,13 @@ struct tp_sess;
  * id_file (rank 0's process writes it, the others wait up to timeout_s for it). */
 struct tp_world {
     int world, rank0;
+    const int *devices; /* the n GPUs' ordinals (NULL: 0..n-1) */
     const char *id_file;
     double timeout_s; /* 0: 300 */
 };
 
-/* Cuts m into the world's shards rank0 .. rank0 + n - 1, opens GPUs 0..n-1 for them and an
- * NCCL communicator over the world (NCCL loaded as gpu/nccl.h says); w NULL: world = n.
+/* Cuts m into the world's shards rank0 .. rank0 + n - 1, opens GPUs 0..n-1 (or w->devices) for
+ * them and an NCCL communicator over the world (NCCL loaded as gpu/nccl.h says); w NULL: world = n.
  * BRASA_ENOTFOUND without NCCL, BRASA_EUNSUPPORTED where the model does not split over the
  * world, BRASA_EDEVICE where a GPU or the communicator does not open, BRASA_ETIMEOUT when the
  * id does not come. */
