@@ -521,6 +521,15 @@ static void shards_vs_whole(const char *rel, int n, struct pool *pl)
     for (int s = 0; st == BRASA_OK && s < n; s++)
         CHECKF(model_bytes(&sh[s].m) == plan.weights[s], "%s: shard %d holds %" PRIu64
                " bytes, the plan says %" PRIu64, rel, s, model_bytes(&sh[s].m), plan.weights[s]);
+    if (n == 2 && st == BRASA_OK) { /* row slices read in place, column slices copied */
+        const struct mdl_w *w = &whole.m.layers[0].ffn_gate, *w1 = &sh[1].m.layers[0].ffn_gate;
+        CHECKF(w1->data == (const uint8_t *)w->data +
+                               qtype_row_bytes(w->type, w->ne[0]) * (size_t)(w->ne[1] / 2),
+               "%s: the second half of ffn_gate was copied", rel);
+        const uint8_t *d = whole.m.layers[0].ffn_down.data, *d1 = sh[1].m.layers[0].ffn_down.data;
+        CHECKF(d1 < d || d1 >= d + whole.m.layers[0].ffn_down.nbytes,
+               "%s: ffn_down's columns read in place", rel);
+    }
     int V = whole.m.hp.n_vocab;
     float *lt = malloc((size_t)V * sizeof *lt);
     int32_t toks[NP] = {1, 17, 700, 42, 1000, 99}; /* (both halves of the vocabulary) */

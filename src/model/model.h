@@ -99,7 +99,9 @@ brasa_status mdl_build(const struct mdl *m, const struct mdl_cache *c, int n_tok
  * V heads that read it (their channels of the fused projection and the convolution, gates,
  * output columns); norms stay whole. Its graph (mdl_build) ends the embedding, the attention,
  * the DeltaNet mixer and the FFN in ALLREDUCE nodes; its logits are its slice of the
- * vocabulary. The shard's weights are copied into *mem (free it after mdl_free(out)).
+ * vocabulary. A slice of consecutive rows (q, k, v, gate, up, the vocabulary's) is read in m's
+ * weights where it lies, so m must outlive the shard; the others (column slices: attention
+ * output, FFN down, DeltaNet's) are copied into *mem (free it after mdl_free(out)).
  * BRASA_EUNSUPPORTED when heads, KV heads, the FFN width or the DeltaNet heads do not divide by
  * n; BRASA_EINVAL when a column slice would cut a quant block. */
 brasa_status mdl_shard(const struct mdl *m, int rank, int n, struct mdl *out, void **mem,

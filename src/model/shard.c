@@ -14,8 +14,9 @@ struct cutter {
 };
 
 /* dst = the ranges [rg[2i], rg[2i+1]) (i < nr) of src's rows (cols = 0) or columns (cols = 1;
- * a vector's elements are columns), one after the other, copied into the shard's memory; an
- * absent tensor stays absent. */
+ * a vector's elements are columns), one after the other, copied into the shard's memory; one
+ * range of a matrix's rows is read where it lies (the model's mapping of the file), not
+ * copied; an absent tensor stays absent. */
 static brasa_status cut(struct cutter *c, struct mdl_w *dst, const struct mdl_w *src, int cols,
                         const int64_t *rg, int nr)
 {
@@ -28,6 +29,16 @@ static brasa_status cut(struct cutter *c, struct mdl_w *dst, const struct mdl_w 
     int64_t nrow = cols ? src->ne[1] : n;
     size_t rb = qtype_row_bytes(src->type, src->ne[0]);
     size_t ob = cols ? qtype_row_bytes(src->type, n) : rb, bytes = ob * (size_t)nrow;
+    if (!cols && nr == 1 && src->ne[1] > 1) { /* whole consecutive rows, in place */
+        if (rg[0] < 0 || rg[1] > src->ne[1] || rg[1] < rg[0])
+            return brasa_fail(c->err, BRASA_EINVAL, "splitting %s: rows [%lld, %lld) of %lld",
+                              src->name, (long long)rg[0], (long long)rg[1],
+                              (long long)src->ne[1]);
+        dst->data = (const uint8_t *)src->data + (size_t)rg[0] * rb;
+        dst->ne[1] = n;
+        dst->nbytes = bytes;
+        return BRASA_OK;
+    }
     if (c->mem) { /* (the counting pass sizes; this one checks the ranges as it copies) */
         uint8_t *o = c->mem + c->off;
         for (int i = 0; i < nr; i++) {

@@ -13,7 +13,8 @@
 
 struct tp_shard {
     struct mdl m;
-    void *mem;       /* its weights, host copies: the GPU knows its weights by these addresses */
+    void *mem;       /* its column slices' host copies (mdl_shard; its row slices lie in the
+                      * model's mapping): the GPU knows its weights by their addresses */
     struct gpu *gpu; /* GPU dev */
     int dev;         /* its device ordinal */
     ncclComm_t comm;
