@@ -132,6 +132,15 @@ if [ -z "${SKIP_SAN:-}" ] && [ -x $B/brasa ] && command -v compute-sanitizer >/d
       done
     done
   done
+  # the sampler's candidates at top-k 40 (topk_part and topk: the radix select and its sort;
+  # greedy runs take the one max reduction)
+  fx=$shared/fixtures/llama.Q4_K_M.gguf
+  if [ -f "$fx" ]; then
+    san="$out/san_racecheck_topk.txt"
+    step compute-sanitizer --tool racecheck --error-exitcode 9 $B/brasa run -m "$fx" \
+      -p "The quick brown fox" -n 4 --temp 0.8 --top-k 40 --seed 3 >"$san" 2>&1
+    note "compute-sanitizer racecheck (Q4_K_M, sampler candidates at top-k 40): rc $?, $(grep -m1 'RACECHECK SUMMARY' "$san")"
+  fi
 fi
 
 if [ "$mode" = full ] && [ -x $B/brasa ]; then

@@ -85,11 +85,11 @@ struct mv_kernel {
     CUfunction fn;
 };
 
-enum { K_GET_ROWS, K_NORM, K_ELT, K_VIEW, K_ROPE, K_KV, K_CONV, K_GATES, K_DELTA, K_TOPK, K_QUANT,
-       K_COUNT };
+enum { K_GET_ROWS, K_NORM, K_ELT, K_VIEW, K_ROPE, K_KV, K_CONV, K_GATES, K_DELTA, K_TOPK,
+       K_TOPKP, K_QUANT, K_COUNT };
 static const char *const k_names[K_COUNT] = {"get_rows", "norm_rows", "eltwise", "view", "rope",
                                              "kv_store", "conv1d", "gates", "deltanet", "topk",
-                                             "quant_act"};
+                                             "topk_part", "quant_act"};
 
 struct gpu {
     struct drv d;
@@ -153,6 +153,7 @@ struct plan {
 };
 
 #define TK_MAX 256 /* most candidates the top-k kernel selects (ops.cu) */
+#define TK_PARTS 64 /* most blocks of topk_part (ops.cu), each TK_MAX keys of 8 bytes */
 #define TL_N 65536 /* stamps the timeline holds (port.cuh BRASA_TL_N) */
 struct ktime { /* time per kernel name (BRASA_GPU_PROFILE, BRASA_GPU_TIMELINE) */
     const char *name;
@@ -222,6 +223,8 @@ struct gpu_sess {
     CUdeviceptr out_dev;     /* the last run's output node */
     size_t out_len;
     CUdeviceptr d_top;       /* [1 + 2 TK_MAX] int32: K, then the top-k kernel's ids and values */
+    CUdeviceptr d_tkp;       /* [TK_PARTS TK_MAX] keys: topk_part's blocks' candidates */
+    bool tk_one;             /* the top-k in one block (BRASA_GPU_TOPK_PARTS=1: measurement) */
     int32_t *h_top;          /* pinned copy of d_top */
     int top_n;               /* candidates of the last run (0: none) */
     const char *dump;
@@ -713,6 +716,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
     s->head_nr = env_int("BRASA_GPU_MVD_HEAD_NR", 0);
+    s->tk_one = env_is("BRASA_GPU_TOPK_PARTS", "1");
     s->wmin = env_int("BRASA_GPU_MVD_WMIN", 0);
     if (s->wmin < 0 || s->wmin > 256)
         s->wmin = 0;
@@ -736,6 +740,8 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
         (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev1, CU_EVENT_DEFAULT)) ||
         (st = gmem_alloc(&g->mem, &s->d_top, (1 + 2 * TK_MAX) * 4, "sampler candidates",
                          "session", err)) ||
+        (st = gmem_alloc(&g->mem, &s->d_tkp, (size_t)TK_PARTS * TK_MAX * 8,
+                         "sampler candidates by part", "session", err)) ||
         (st = DRV_CALL(&g->d, err, cuMemAllocHost, (void **)&s->h_top, (1 + 2 * TK_MAX) * 4))) {
         gpu_sess_free(s);
         return st;
@@ -781,6 +787,7 @@ void gpu_sess_free(struct gpu_sess *s)
     gmem_free(&g->mem, s->d_io);
     gmem_free(&g->mem, s->d_cnt);
     gmem_free(&g->mem, s->d_top);
+    gmem_free(&g->mem, s->d_tkp);
     gmem_free(&g->mem, s->d_gat);
     if (s->h_gat)
         g->d.cuMemFreeHost(s->h_gat);
@@ -1799,16 +1806,34 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     p->top = st == BRASA_OK && on1->ne[1] == 1 && on1->ne[2] == 1 && on1->ne[0] > 0 &&
              on1->type == T_F32;
     if (p->top) {
+        /* a long row in two launches: topk_part's blocks (slices of at least TK_MAX logits,
+         * at most TK_PARTS of them) each select their best K, and topk the best K of those */
+        long n = (long)on1->ne[0], chunk = (n + TK_PARTS - 1) / TK_PARTS;
+        chunk = chunk > TK_MAX ? chunk : TK_MAX;
+        long np = s->tk_one ? 1 : (n + chunk - 1) / chunk;
         CUdeviceptr x;
         struct launch *l;
-        if ((st = dev_of(&b, g->out, &x)) == BRASA_OK) {
+        if ((st = dev_of(&b, g->out, &x)) == BRASA_OK && np > 1) {
+            if (!(l = L(&b, K_TOPKP, 0, NULL, g->out, (unsigned)np, 1, 1, 1024, 0)))
+                st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
+            else {
+                ap(l, x);
+                ai(l, n);
+                ai(l, chunk);
+                ap(l, s->d_top);
+                ap(l, s->d_tkp);
+            }
+        }
+        if (st == BRASA_OK) {
             if (!(l = L(&b, K_TOPK, 0, NULL, g->out, 1, 1, 1, 1024, 0)))
                 st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
             else {
                 ap(l, x);
-                ai(l, on1->ne[0]);
+                ai(l, n);
                 ap(l, s->d_top);
                 ap(l, s->d_top + 4);
+                ap(l, np > 1 ? s->d_tkp : 0);
+                ai(l, np > 1 ? np : 0);
             }
         }
     }

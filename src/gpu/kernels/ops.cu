@@ -273,18 +273,21 @@ extern "C" __global__ void deltanet(const float *Q, const float *Kx, const float
 // TK_MAX. Each value becomes a distinct 64-bit key (the float's order-preserving bits, then the
 // complemented id), and a radix select finds the K-th largest key 8 bits at a time, counting
 // only the keys that share the bits fixed so far. Once those are few (TK_BUF), one more pass
-// over x moves them to shared memory (and the keys above them, all in the top K, to the
+// over the keys moves them to shared memory (and the keys above them, all in the top K, to the
 // candidates), and the remaining bytes are counted there. The K keys at or above the K-th are
-// then sorted (bitonic). K = 1: one max reduction. One block of 1024 threads.
+// then sorted (bitonic). K = 1: one max reduction. Blocks of 1024 threads.
+// In two launches where the row is long: topk_part's blocks each select the K best keys of
+// their slice of x (a block reading a whole row of 152,064 logits waits on its one SM's loads
+// for about 20 us), and topk selects the K best of those.
 #define TK_MAX 256
 #define TK_BUF 2048
 #define TK_U 8 // keys loaded at once per thread (a scan waits on memory, not on arithmetic)
-// f(i, key) for every i < n of this thread's share (1024 threads)
+// f(key) for every key i < n of this thread's share (1024 threads), keys from src
 #define TK_SCAN(f)                                                                             \
     for (int i0 = threadIdx.x; i0 < n; i0 += TK_U * 1024) {                                    \
         unsigned long long key_[TK_U];                                                         \
         _Pragma("unroll") for (int u = 0; u < TK_U; u++) key_[u] =                             \
-            i0 + u * 1024 < n ? tk_key(x, i0 + u * 1024) : 0;                                  \
+            i0 + u * 1024 < n ? src(i0 + u * 1024) : 0;                                        \
         _Pragma("unroll") for (int u = 0; u < TK_U; u++) if (i0 + u * 1024 < n)                \
             f(key_[u]);                                                                        \
     }
@@ -296,23 +299,42 @@ __device__ __forceinline__ unsigned long long tk_key(const float *x, int i)
     u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
     return ((unsigned long long)u << 32) | (0xffffffffu - (unsigned)i);
 }
+// keys of x[base..]: key i is element base + i (its id too)
+struct tk_xs {
+    const float *x;
+    int base;
+    __device__ unsigned long long operator()(int i) const { return tk_key(x, base + i); }
+};
+// keys of topk_part's blocks: K a block, TK_MAX apart
+struct tk_ps {
+    const unsigned long long *k;
+    int K;
+    __device__ unsigned long long operator()(int i) const { return k[(i / K) * TK_MAX + i % K]; }
+};
 
-extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, const int *kp,
-                                                         int *out)
+// the select's shared memory (one a kernel, whichever key source it selects from)
+struct tk_smem {
+    unsigned long long hmem[16 * 256 / 2]; // histograms, or (K = 1) the reduction
+    unsigned long long buf[TK_BUF];        // the keys still undecided
+    unsigned long long cand[TK_MAX];       // the result
+    unsigned above[256];                   // keys in this bin and the ones above it
+    int s_digit, s_n, s_nb;
+    unsigned s_ex, s_cnt;
+};
+
+// sm.cand[0..K) = the K largest of src's n keys, largest first (those past K are 0, below
+// every key)
+template <class S>
+__device__ void tk_select(const S &src, int n, int K, tk_smem &sm)
 {
-    pdl_wait();
-    pdl_launch();
-    __shared__ unsigned long long hmem[16 * 256 / 2]; // histograms, or (K = 1) the reduction
-    __shared__ unsigned long long buf[TK_BUF];         // the keys still undecided
-    __shared__ unsigned above[256]; // keys in this bin and the ones above it
-    __shared__ unsigned long long cand[TK_MAX];
-    __shared__ int s_digit, s_n, s_nb;
-    __shared__ unsigned s_ex, s_cnt;
-    unsigned(*hist)[256] = (unsigned(*)[256])hmem; // one per group of 64 threads
+    unsigned long long *buf = sm.buf, *cand = sm.cand;
+    unsigned *above = sm.above;
+    int &s_digit = sm.s_digit, &s_n = sm.s_n, &s_nb = sm.s_nb;
+    unsigned &s_ex = sm.s_ex, &s_cnt = sm.s_cnt;
+    unsigned(*hist)[256] = (unsigned(*)[256])sm.hmem; // one per group of 64 threads
     const int tid = threadIdx.x;
-    const int K = min(min(*kp, n), TK_MAX);
-    if (K <= 0)
-        return;
+    if (tid < TK_MAX)
+        cand[tid] = 0; // (below every key: padding for the sort)
     if (K == 1) {
         unsigned long long best = 0;
 #define TK_MAXF(key) best = max(best, key)
@@ -324,15 +346,11 @@ extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, c
                 buf[tid] = max(buf[tid], buf[tid + span]);
             __syncthreads();
         }
-        if (tid == 0) {
-            unsigned id = 0xffffffffu - (unsigned)buf[0];
-            out[0] = (int)id;
-            out[TK_MAX] = __float_as_int(x[id]);
-        }
+        if (tid == 0)
+            cand[0] = buf[0];
+        __syncthreads();
         return;
     }
-    if (tid < TK_MAX)
-        cand[tid] = 0; // (below every key: padding for the sort)
     if (tid == 0)
         s_n = 0;
     unsigned long long prefix = 0, mask = 0; // the key bits fixed so far
@@ -411,19 +429,54 @@ extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, c
     __syncthreads();
     for (int size = 2; size <= TK_MAX; size <<= 1) // bitonic sort, largest first
         for (int st = size >> 1; st > 0; st >>= 1) {
-            if (tid < TK_MAX) {
-                int j = tid ^ st;
+            const int j = tid ^ st; // (the pair's lower thread alone reads and writes it)
+            if (tid < TK_MAX && j > tid) {
                 unsigned long long a = cand[tid], b = cand[j];
-                if (j > tid && (a < b) == ((tid & size) == 0)) {
+                if ((a < b) == ((tid & size) == 0)) {
                     cand[tid] = b;
                     cand[j] = a;
                 }
             }
             __syncthreads();
         }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, const int *kp,
+                                                         int *out,
+                                                         const unsigned long long *part, int np)
+{
+    pdl_wait();
+    pdl_launch();
+    __shared__ tk_smem sm;
+    const int tid = threadIdx.x;
+    const int K = min(min(*kp, n), TK_MAX);
+    if (K <= 0)
+        return;
+    if (part) // the best K of each of topk_part's np blocks
+        tk_select(tk_ps{part, K}, np * K, K, sm);
+    else
+        tk_select(tk_xs{x, 0}, n, K, sm);
     if (tid < K) {
-        unsigned id = 0xffffffffu - (unsigned)cand[tid];
+        unsigned id = 0xffffffffu - (unsigned)sm.cand[tid];
         out[tid] = (int)id;
         out[TK_MAX + tid] = __float_as_int(x[id]);
     }
+}
+
+// Block b: the K best keys of x[b chunk, (b + 1) chunk) (fewer where the slice is shorter:
+// zeros after them) to part[b TK_MAX ..], for topk.
+extern "C" __global__ void __launch_bounds__(1024) topk_part(const float *x, int n, int chunk,
+                                                              const int *kp,
+                                                              unsigned long long *part)
+{
+    pdl_wait();
+    pdl_launch();
+    __shared__ tk_smem sm;
+    const int tid = threadIdx.x, c0 = blockIdx.x * chunk, len = min(n - c0, chunk);
+    const int K = min(min(*kp, n), TK_MAX);
+    if (K <= 0)
+        return;
+    tk_select(tk_xs{x, c0}, len, min(K, len), sm);
+    if (tid < K)
+        part[(long long)blockIdx.x * TK_MAX + tid] = sm.cand[tid];
 }
