@@ -83,6 +83,15 @@ void tp_model_free(struct tp_model *t)
     free(t);
 }
 
+/* A new communicator id */
+static brasa_status tp_new_id(const struct nccl *nc, ncclUniqueId *id, struct brasa_err *err)
+{
+    ncclResult_t r = nc->GetUniqueId(id);
+    return r == ncclSuccess ? BRASA_OK
+                            : brasa_fail(err, BRASA_EDEVICE, "ncclGetUniqueId: %s",
+                                         nc->GetErrorString(r));
+}
+
 brasa_status tp_id_exchange(const struct nccl *nc, const char *path, bool root, double timeout_s,
                             ncclUniqueId *id, struct brasa_err *err)
 {
@@ -96,9 +105,9 @@ brasa_status tp_id_exchange(const struct nccl *nc, const char *path, bool root, 
             return brasa_fail(err, BRASA_EINVAL, "%s exists (an earlier run's NCCL id?): remove "
                               "it, or give every process a new path", path);
         }
-        ncclResult_t r = nc->GetUniqueId(id);
-        if (r != ncclSuccess)
-            return brasa_fail(err, BRASA_EDEVICE, "ncclGetUniqueId: %s", nc->GetErrorString(r));
+        brasa_status st = tp_new_id(nc, id, err);
+        if (st != BRASA_OK)
+            return st;
         char tmp[4096];
         if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
             return brasa_fail(err, BRASA_EINVAL, "id file path too long");
@@ -163,10 +172,7 @@ brasa_status tp_model_open(struct tp_model **out, const struct mdl *m, int n,
     ncclUniqueId id;
     ncclResult_t rc = ncclSuccess;
     if (st == BRASA_OK) /* the communicator's id: made here, or through the file */
-        st = world == n ? ((rc = t->nc.GetUniqueId(&id)) == ncclSuccess
-                               ? BRASA_OK
-                               : brasa_fail(err, BRASA_EDEVICE, "ncclGetUniqueId: %s",
-                                            t->nc.GetErrorString(rc)))
+        st = world == n ? tp_new_id(&t->nc, &id, err)
                         : tp_id_exchange(&t->nc, w->id_file, rank0 == 0, w->timeout_s, &id, err);
     if (st == BRASA_OK) { /* this process's ranks join in one group */
         if ((rc = t->nc.GroupStart()) == ncclSuccess) {
