@@ -71,6 +71,7 @@ static void model_free(struct brasa_model *m)
 }
 
 _Static_assert(BRASA_MAX_GPUS == SPLIT_MAX_GPUS, "the API's GPU limit is the split's");
+#define GPU_ORDINAL_MAX 63 /* the largest device ordinal a list may name */
 
 brasa_status brasa_gpus_parse(const char *s, int *n, int *ids, struct brasa_err *err)
 {
@@ -82,9 +83,11 @@ brasa_status brasa_gpus_parse(const char *s, int *n, int *ids, struct brasa_err 
     for (const char *p = s; *p;) {
         char *e;
         long v = strtol(p, &e, 10);
-        if (e == p || v < 0 || v > 63 || (*e && *e != ','))
-            return brasa_fail(err, BRASA_EINVAL, "--gpus '%s': %s", s, list ? "device ordinals "
-                              "0..63 separated by commas" : "a GPU count or a list of GPUs (2,3)");
+        if (e == p || v < 0 || v > GPU_ORDINAL_MAX || (*e && *e != ','))
+            return list ? brasa_fail(err, BRASA_EINVAL, "--gpus '%s': device ordinals 0..%d "
+                                     "separated by commas", s, GPU_ORDINAL_MAX)
+                        : brasa_fail(err, BRASA_EINVAL, "--gpus '%s': a GPU count or a list of "
+                                     "GPUs (2,3)", s);
         if (!list) {
             if (v > BRASA_MAX_GPUS)
                 return brasa_fail(err, BRASA_EINVAL, "--gpus %ld: 0 to %d GPUs", v,
@@ -115,10 +118,10 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
         return brasa_fail(err, BRASA_EINVAL, "thread count %d is outside 0..1024", opts->n_threads);
     for (int i = 0; opts->gpu_ids && i < opts->n_gpus; i++)
         for (int j = 0; j <= i; j++)
-            if (opts->gpu_ids[i] < 0 || opts->gpu_ids[i] > 63 ||
+            if (opts->gpu_ids[i] < 0 || opts->gpu_ids[i] > GPU_ORDINAL_MAX ||
                 (j < i && opts->gpu_ids[j] == opts->gpu_ids[i]))
-                return brasa_fail(err, BRASA_EINVAL, "GPU ordinal %d: 0..63, each once",
-                                  opts->gpu_ids[i]);
+                return brasa_fail(err, BRASA_EINVAL, "GPU ordinal %d: 0..%d, each once",
+                                  opts->gpu_ids[i], GPU_ORDINAL_MAX);
     if (opts->progress)
         opts->progress(opts->progress_ud, 0.0f);
     struct brasa_model *m = calloc(1, sizeof *m);
