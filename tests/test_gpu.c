@@ -302,6 +302,19 @@ TEST(decode_conversion_in_product)
     decode_pair("Q8_0", env, 1e-5, "in-product and quant_act conversion");
 }
 
+/* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in
+ * llama and granite, NEOX in qwen2; qwen3's head norms and qwen35's partial rotation keep the
+ * rope launch) against the rope launch: the same rotation, with the host's cos and sin where
+ * the launch takes the device's (an ulp apart at most), on the graph executor. */
+TEST(decode_rope_in_products)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const env[] = {"BRASA_GPU_ROPE_FUSE", "0", NULL};
+    decode_pair("Q4_K_M", env, 1e-4, "RoPE in the products and its own launch");
+    decode_pair("Q8_0", env, 1e-4, "RoPE in the products and its own launch");
+}
+
 /* A 2048-position context (attention split along the sequence in decode) and an F16 cache,
  * against the CPU backend with the same cache type. */
 TEST(long_context_f16_cache)
@@ -600,5 +613,6 @@ TEST(model_over_gpus)
 }
 
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
+          T(decode_rope_in_products),
           T(long_context_f16_cache), T(device_candidates), T(shard_allreduce_through_nccl),
           T(model_over_gpus))

@@ -80,6 +80,7 @@ struct mv_kernel {
                       * int8 activation times its scales, as F16: mode + 8) */
     int bps;         /* mmt.cu: blocks an SM holds at once */
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
+    int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
     int regs, sshm;  /* registers a thread, static shared memory bytes a block */
     CUmodule mod;
     CUfunction fn;
@@ -123,7 +124,7 @@ struct gpu {
     pthread_mutex_t mu;
 };
 
-#define MAX_ARGS 24
+#define MAX_ARGS 32
 union argv {
     CUdeviceptr p;
     int i;
@@ -150,6 +151,10 @@ struct plan {
     size_t out_bytes;
     int out_node;
     bool top;                /* ends with the top-k kernel (the output is one row) */
+    /* decode products that rotate q and k (mvd.cu RP) read cos and sin for the position from
+     * the table after it in d_io, which run fills for rope_half pairs (0: none) */
+    int rope_half;
+    float rope_ts;           /* the angles' ratio from one pair to the next */
 };
 
 #define TK_MAX 256 /* most candidates the top-k kernel selects (ops.cu) */
@@ -190,6 +195,7 @@ static bool env_is(const char *name, const char *v);
 static int env_int(const char *name, int def);
 
 #define MAX_PLANS 4
+#define ROPE_CS_MAX 256 /* floats of d_io's RoPE table: [pair][cos, sin], heads up to 256 */
 /* mmt.cu split along k: at most this many partial tiles (blocks) a launch, each of at most
  * MMT_TILE_FLOATS floats (128 x 128 F16 tiles: 64 values for each of 256 threads) */
 #define MMT_SPLIT_TILES 256
@@ -211,8 +217,10 @@ struct gpu_sess {
     CUdeviceptr ws;         /* workspace: arena + quantized activations + attention partials */
     size_t ws_cap;
     unsigned ws_gen;
-    CUdeviceptr d_io;        /* [1 + tok_cap] int32: the position, then the batch's tokens */
-    CUdeviceptr d_pos, d_tok; /* into d_io */
+    CUdeviceptr d_io;        /* [1 + ROPE_CS_MAX + tok_cap] 4-byte words: the position, the
+                              * decode RoPE's table of cos and sin (plan.rope_half), the
+                              * batch's tokens */
+    CUdeviceptr d_pos, d_cs, d_tok; /* into d_io */
     CUdeviceptr d_cnt;       /* [MMT_SPLIT_TILES] int32, zero between launches: mmt's counts */
     int tok_cap;
     int32_t *h_io;           /* pinned staging of d_io */
@@ -230,6 +238,9 @@ struct gpu_sess {
     const char *dump;
     bool use_graph, fuse;
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
+    int rope_fuse;           /* decode RoPE in the q/k/v products: 1 where they are small
+                              * (rope_into_products), 0 never, 2 always
+                              * (BRASA_GPU_ROPE_FUSE) */
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
@@ -462,11 +473,12 @@ static bool allow_smem(struct gpu *g, CUfunction fn, size_t shm)
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
-                           int xc, struct mv_kernel **out, struct brasa_err *err)
+                           int xc, int rp, struct mv_kernel **out, struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
         if (g->mv[i].dec == dec && g->mv[i].wtype == wtype && g->mv[i].nc == nc &&
-            g->mv[i].glu == glu && g->mv[i].nr == nr && g->mv[i].xc == xc) {
+            g->mv[i].glu == glu && g->mv[i].nr == nr && g->mv[i].xc == xc &&
+            g->mv[i].rp == rp) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
@@ -474,7 +486,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
-             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, v, 6)
+             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
     if (nv == 0)
@@ -493,13 +505,16 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (kf && env_is("BRASA_GPU_MMT_KF", "0"))
             continue;
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
-                              .xc = xc, .nw = (int)v[k].defs[1].value,
+                              .xc = xc, .rp = rp, .nw = (int)v[k].defs[1].value,
                               .ncv = dec ? 1 : (int)v[k].defs[2].value};
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"PF", 0}; /* (measurement) */
         for (int d = 0; dec == 1 && d < v[k].n_defs; d++) /* (measurement) */
             if (!strcmp(v[k].defs[d].name, "AL") && env_is("BRASA_GPU_MVD_AL", "0"))
                 v[k].defs[d].value = 0;
+        int rl = env_int("BRASA_GPU_MVD_RL", -1); /* (measurement) */
+        if (dec == 1 && rp && rl >= 0 && v[k].n_defs < GV_MAX_DEFS)
+            v[k].defs[v[k].n_defs++] = (struct jit_def){"RL", rl};
         int ef = env_int("BRASA_GPU_MVD_EF", -1); /* (measurement: the weights' loads) */
         if (dec == 1 && ef >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"EF", ef};
@@ -533,8 +548,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             continue;
         }
         if (g->o.verbose)
-            fprintf(stderr, "brasa: %s type %u%s%s: variant %d, NW=%d %s=%d (%d registers, %d "
-                    "local bytes)\n", fname, wtype, glu ? " gate+up" : "", xc ? " XC" : "", k,
+            fprintf(stderr, "brasa: %s type %u%s%s%s: variant %d, NW=%d %s=%d (%d registers, %d "
+                    "local bytes)\n", fname, wtype, glu ? " gate+up" : "", xc ? " XC" : "",
+                    rp ? " RP" : "", k,
                     m.nw, dec == 1 ? "NR" : "NC", dec == 1 ? nr : m.ncv, regs, local);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
@@ -714,6 +730,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->fuse = !env_is("BRASA_GPU_FUSE", "0");
     s->dump = getenv("BRASA_DUMP");
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
+    s->rope_fuse = env_int("BRASA_GPU_ROPE_FUSE", 1);
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
     s->head_nr = env_int("BRASA_GPU_MVD_HEAD_NR", 0);
     s->tk_one = env_is("BRASA_GPU_TOPK_PARTS", "1");
@@ -894,6 +911,8 @@ struct pb {
     int *ropev;      /* ROPE (q): the V KV_STORE done in its launch, or -1 */
     int *mnext;      /* MATMUL: the next MATMUL of its launch (same input: q, k, v), or -1 */
     int *glu;        /* MATMUL (gate): the SWIGLU its launch writes (with the up MATMUL), or -1 */
+    int *rfuse;      /* MATMUL (q, or a v in a launch of its own): the ROPE (q) whose rotations
+                      * and cache writes its decode launch does (mvd.cu RP), or -1 */
     bool *skip;
     int q_src, q_mode; /* what the activation scratch holds now */
     bool recurrent;    /* the graph carries a recurrent state (DeltaNet layers) */
@@ -1013,6 +1032,18 @@ static bool last_writes(const struct pb *b, CUdeviceptr p, size_t bytes)
     return false;
 }
 
+/* Whether node i is read by a node other than `except`, or is the graph's output. */
+static bool read_elsewhere(const struct graph *g, int i, int except)
+{
+    if (g->out == i)
+        return true;
+    for (int u = 0; u < g->n; u++)
+        for (int j = 0; j < GRAPH_MAX_IN; j++)
+            if (u != except && g->nodes[u].in[j] == i)
+                return true;
+    return false;
+}
+
 static brasa_status plan_matmul(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
@@ -1054,7 +1085,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     struct mv_kernel *mt = NULL;
     int qm = mode; /* quant_act's mode (+ 8: xh holds the int8 values times their scales) */
     if (use_mmt) {
-        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, &mt, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, &mt, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         qm += mt->dq ? 8 : 0;
     }
@@ -1091,6 +1122,35 @@ static brasa_status plan_matmul(struct pb *b, int i)
             (st = rng(b, y[j], (size_t)T * (size_t)r[j] * 4, "matmul output", mm[j])) ||
             (st = rng(b, W[j], row_bytes(w->type, k) * (size_t)r[j], "weight", mm[j])))
             return st;
+    }
+    /* the launch that rotates q and k and writes the caches (rope_into_products): q's
+     * rotated rows go to the ROPE's output, k's and v's to their caches only */
+    const int rq = b->rfuse[i];
+    CUdeviceptr cache[3] = {0};
+    int nrope = 0, rmode = 0, hd = 0, kvf16 = 0;
+    if (rq >= 0) {
+        const struct graph_node *rn = &b->g->nodes[rq];
+        int kc = b->g->nodes[b->ropekv[b->ropeqk[rq]]].in[1];
+        int vc = b->g->nodes[b->ropev[rq]].in[1];
+        const struct graph_node *kcn = &b->g->nodes[kc];
+        hd = rn->p.i[0];
+        rmode = rn->p.i[2];
+        kvf16 = kcn->type == T_F16;
+        size_t cb = (size_t)kcn->ne[0] * (size_t)kcn->ne[1] * (kvf16 ? 2 : 4);
+        y[1] = y[2] = 0;
+        if (rn->in[0] == i) { /* q, k (, v) */
+            nrope = 2;
+            if ((st = dev_of(b, rq, &y[0])) || (st = dev_of(b, kc, &cache[1])) ||
+                (st = rng(b, y[0], (size_t)r[0] * 4, "rotated q", i)) ||
+                (st = rng(b, cache[1], cb, "K cache", i)) ||
+                (nm == 3 && ((st = dev_of(b, vc, &cache[2])) ||
+                              (st = rng(b, cache[2], cb, "V cache", i)))))
+                return st;
+        } else { /* v alone */
+            y[0] = 0;
+            if ((st = dev_of(b, vc, &cache[0])) || (st = rng(b, cache[0], cb, "V cache", i)))
+                return st;
+        }
     }
     if (b->resadd[i] >= 0) {
         const struct graph_node *a = &b->g->nodes[b->resadd[i]];
@@ -1168,7 +1228,10 @@ static brasa_status plan_matmul(struct pb *b, int i)
         int early = res && !last_writes(b, res, (size_t)r[0] * 4);
         if (nr != 2) /* the row-group overrides are compiled for one warp per group */
             ks = 1;
-        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, &mv, b->err)) != BRASA_OK)
+        if (rq >= 0 && nr != 2) /* (rope_into_products leaves the row groups as they are) */
+            return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: a rotating launch with %d "
+                              "rows a group", n->name, nr);
+        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         long gpb = mv->nw / ks, nblk = (groups + gpb - 1) / gpb, grid = nblk;
         unsigned shm = 0;
@@ -1184,7 +1247,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
                        g->n_sm;
             grid = nblk < cap ? nblk : cap;
         }
-        if (!(l = L(b, -1, mv->fn, kname, dst, (unsigned)grid, 1, 1, (unsigned)mv->nw * 32, shm)))
+        if (!(l = L(b, -1, mv->fn, kname, rq >= 0 && nrope ? rq : dst, (unsigned)grid, 1, 1,
+                    (unsigned)mv->nw * 32, shm)))
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);
@@ -1198,6 +1262,14 @@ static brasa_status plan_matmul(struct pb *b, int i)
         af(l, eps);
         ai(l, nblk);
         ai(l, early);
+        for (int j = 0; j < 3; j++)
+            ap(l, cache[j]);
+        ap(l, rq >= 0 ? b->s->d_cs : 0);
+        ai(l, nrope);
+        ai(l, rmode);
+        ai(l, hd);
+        ap(l, b->s->d_pos);
+        ai(l, kvf16);
         return BRASA_OK;
     }
     if (use_mmt) {
@@ -1230,7 +1302,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, T);
         return BRASA_OK;
     }
-    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, &mv, b->err)) != BRASA_OK)
+    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
     int rpb = mv->nw; /* rows per block */
     unsigned nrb = (unsigned)((tot + rpb - 1) / rpb), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);
@@ -1373,11 +1445,7 @@ static brasa_status plan_node(struct pb *b, int i)
                 return st;
             /* the roped k goes to the cache; its tensor is written only if something other
              * than the cache store reads it */
-            bool kread = gr->out == kr;
-            for (int u = 0; u < gr->n && !kread; u++)
-                for (int j = 0; j < GRAPH_MAX_IN; j++)
-                    kread |= u != kst && gr->nodes[u].in[j] == kr;
-            if (!kread)
+            if (!read_elsewhere(gr, kr, kst))
                 yk = 0;
         }
         /* a token's elements spread over blocks of 256, unless k's output overlaps q's input
@@ -1547,6 +1615,56 @@ static int next_op(const struct graph *g, int i)
     return -1;
 }
 
+/* ROPE q (node i) whose launch also does the k rope, its cache write and the v cache write
+ * (ropeqk, ropev): in decode, where q, k and v are products of their own (MATMULs read only
+ * there, q and k in one launch, v in that launch or in one of its own) and the rotation
+ * covers whole heads, the products' epilogue rotates q and k and writes k and v to their
+ * caches (mvd.cu RP): one launch a layer fewer. The launch of q (and v's, if apart) records
+ * it in rfuse; every fused rope of a plan shares one table of cos and sin (plan.rope_half).
+ * Only where q, k and v weigh at most ROPE_FUSE_BYTES: tg128 1.5B Q4_K_M +1%, 1B (llama)
+ * Q4_K_M +2%, 1.5B Q8_0 +3%, but 7B Q4_K_M even and 7B Q8_0 -2% (its FFN down product
+ * slower, for reasons not known; BENCHMARKS.md). BRASA_GPU_ROPE_FUSE=0: never, 2: always
+ * (measurements). */
+#define ROPE_FUSE_BYTES ((size_t)8 << 20)
+static void rope_into_products(struct pb *b, int i)
+{
+    const struct graph *g = b->g;
+    const struct graph_node *n = &g->nodes[i];
+    int kr = b->ropeqk[i], kst = b->ropekv[kr], vst = b->ropev[i];
+    int q = n->in[0], k = g->nodes[kr].in[0], v = g->nodes[vst].in[0];
+    int hd = n->p.i[0], half = hd / 2;
+    float ts = powf(n->p.f[0], -2.0f / (float)n->p.i[1]);
+    if (!b->s->rope_fuse || !b->s->mvd || b->s->force_nr || n->ne[1] != 1 ||
+        n->p.i[1] != hd || hd % 2 || (n->p.i[2] != ROPE_NORM && n->p.i[2] != ROPE_NEOX) ||
+        half > ROPE_CS_MAX / 2 ||
+        (b->p->rope_half && (b->p->rope_half != half || b->p->rope_ts != ts)))
+        return;
+    const int mm[3] = {q, k, v};
+    size_t wb = 0; /* the three weights' bytes */
+    for (int j = 0; j < 3; j++) {
+        const struct graph_node *m = &g->nodes[mm[j]];
+        if (m->op != GOP_MATMUL || b->nuse[mm[j]] != 1 || b->glu[mm[j]] >= 0 ||
+            b->resadd[mm[j]] >= 0 || graph_dump_wanted(b->s->dump, m->name) || mm[j] == g->out)
+            return;
+        const struct graph_node *w = &g->nodes[m->in[1]];
+        wb += row_bytes(w->type, w->ne[0]) * (size_t)w->ne[1];
+    }
+    if (b->s->rope_fuse == 1 && wb > ROPE_FUSE_BYTES)
+        return;
+    /* q heads k in one launch; v after k in it, or a launch of its own */
+    bool vapart = b->mnext[k] != v;
+    if (b->skip[q] || b->mnext[q] != k ||
+        (vapart && (b->skip[v] || b->mnext[v] >= 0 || b->mnext[k] >= 0)) ||
+        read_elsewhere(g, kr, kst))
+        return;
+    b->rfuse[q] = i;
+    if (vapart)
+        b->rfuse[v] = i;
+    b->skip[i] = true;
+    b->p->rope_half = half;
+    b->p->rope_ts = ts;
+}
+
 /* Two matmuls that one launch can do: same weight type and k, same batch. */
 static bool mm_compatible(const struct graph *g, int a, int c)
 {
@@ -1560,6 +1678,8 @@ static bool mm_compatible(const struct graph *g, int a, int c)
  *   ROPE -> only KV_STORE                     : the rotated rows are written to the cache too
  *   MATMUL, MATMUL(, MATMUL) on one input     : one launch (q, k, v)
  *   MATMUL gate, MATMUL up -> SWIGLU          : one launch, each warp a gate and an up row
+ *   ROPE q, ROPE k + KV_STORE, KV_STORE v     : one launch; in decode, in the q/k/v products
+ *                                               (rope_into_products)
  * Nodes named in BRASA_DUMP and the output node are never fused away. */
 static void fuse(struct pb *b)
 {
@@ -1625,6 +1745,7 @@ static void fuse(struct pb *b)
                 b->ropeqk[i] = kr;
                 b->ropev[i] = vst;
                 b->skip[kr] = b->skip[vst] = true;
+                rope_into_products(b, i);
             }
         }
         /* MATMUL, MATMUL (same input, type and k; only leaves between) -> one launch; and
@@ -1745,12 +1866,13 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         s->d_io = 0;
         s->h_io = NULL;
         s->tok_cap = 0;
-        size_t nb = (size_t)(g->n_tok + 1) * 4;
+        size_t nb = (size_t)(g->n_tok + 1 + ROPE_CS_MAX) * 4;
         if ((st = gmem_alloc(&gp->mem, &s->d_io, nb, "position and tokens", "session", err)) ||
             (st = DRV_CALL(&gp->d, err, cuMemAllocHost, (void **)&s->h_io, nb)))
             return st;
         s->d_pos = s->d_io;
-        s->d_tok = s->d_io + 4;
+        s->d_cs = s->d_io + 4;
+        s->d_tok = s->d_io + 4 * (1 + ROPE_CS_MAX);
         s->tok_cap = g->n_tok;
         s->ws_gen++; /* plans hold the token buffer's address */
     }
@@ -1785,13 +1907,15 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     b.ropeqk = malloc((size_t)g->n * sizeof(int));
     b.ropev = malloc((size_t)g->n * sizeof(int));
     b.glu = malloc((size_t)g->n * sizeof(int));
+    b.rfuse = malloc((size_t)g->n * sizeof(int));
     b.skip = calloc((size_t)g->n, sizeof(bool));
     if (!b.nuse || !b.normsrc || !b.resadd || !b.ropekv || !b.skip || !b.mnext || !b.glu ||
-        !b.ropeqk || !b.ropev) {
+        !b.ropeqk || !b.ropev || !b.rfuse) {
         st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
     } else {
         for (int i = 0; i < g->n; i++)
-            b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = b.ropeqk[i] = b.ropev[i] = -1;
+            b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = b.ropeqk[i] =
+                b.ropev[i] = b.rfuse[i] = -1;
         fuse(&b);
         for (int i = 0; i < g->n && st == BRASA_OK; i++) {
             const struct graph_node *n = &g->nodes[i];
@@ -1859,6 +1983,7 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     free(b.mnext);
     free(b.ropeqk);
     free(b.ropev);
+    free(b.rfuse);
     free(b.glu);
     free(b.skip);
     if (st == BRASA_OK)
@@ -2023,10 +2148,18 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
         p = find_plan(s, g);
     }
     s->h_io[0] = r->pos0;
-    memcpy(s->h_io + 1, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
+    if (p->rope_half) { /* the angles as the CPU's rope makes them */
+        float *cs = (float *)(s->h_io + 1), theta = (float)r->pos0;
+        for (int i = 0; i < p->rope_half; i++) {
+            cs[2 * i] = cosf(theta);
+            cs[2 * i + 1] = sinf(theta);
+            theta *= p->rope_ts;
+        }
+    }
+    memcpy(s->h_io + 1 + ROPE_CS_MAX, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
     int top = p->top && r->top_k > 0 ? (r->top_k < TK_MAX ? r->top_k : TK_MAX) : 0;
     if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, s->h_io,
-                       (size_t)(g->n_tok + 1) * sizeof(int32_t), s->st)))
+                       (size_t)(g->n_tok + 1 + ROPE_CS_MAX) * sizeof(int32_t), s->st)))
         return st;
     if (p->top) {
         s->h_top[0] = top;

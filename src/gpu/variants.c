@@ -44,14 +44,14 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
 
 int gpu_mvd_xc(unsigned wtype) { return wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_0; }
 
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu_variant *out,
-                     int cap)
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp,
+                     struct gpu_variant *out, int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
     if (!known || cap < 2 || (nr != 1 && nr != 2 && nr != 4) || (glu && nr < 2) ||
-        (ks != 1 && ks != 2 && ks != 4))
+        (ks != 1 && ks != 2 && ks != 4) || (rp && glu))
         return 0;
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
      * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps).
@@ -70,7 +70,8 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu
                                                {"GLU", glu},
                                                {"MB", xc ? 1 : !v ? 8 : q5 || v == 2 ? 5 : 6},
                                                {"XC", xc != 0},
-                                               {"AL", al}}};
+                                               {"AL", al},
+                                               {rp ? "RP" : NULL, 1}}};
     return counted(out, nv);
 }
 
@@ -136,15 +137,17 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
             for (int glu = 0; glu < 2; glu++)
                 n += gpu_matvec_variants(gpu_matvec_types[i], nc, glu, out + n, cap - n);
     /* the decode kernel: 2 rows per group with 1, 2 or 4 warps per group (what brasa picks),
-     * converting the activation itself (XC, where brasa uses it) or not, and 1 or 4 rows with
-     * 1 warp (BRASA_GPU_MVD_NR) */
+     * converting the activation itself (XC, where brasa uses it) or not, with the RoPE and
+     * cache writes (RP: 2 rows, not gate+up) or not, and 1 or 4 rows with 1 warp
+     * (BRASA_GPU_MVD_NR) */
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             for (int nr = 1; nr <= 4; nr *= 2)
                 for (int ks = 1; ks <= (nr == 2 ? 4 : 1); ks *= 2)
                     for (int xc = 0; xc <= (nr == 2 && gpu_mvd_xc(gpu_matvec_types[i])); xc++)
-                        n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, xc, out + n,
-                                              cap - n);
+                        for (int rp = 0; rp <= (nr == 2 && !glu); rp++)
+                            n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, xc, rp,
+                                                  out + n, cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);

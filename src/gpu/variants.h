@@ -5,7 +5,7 @@
 #define BRASA_GPU_VARIANTS_H
 #include "gpu/jit.h"
 
-#define GV_MAX_DEFS 10
+#define GV_MAX_DEFS 12
 
 struct gpu_variant {
     const char *tmpl;                 /* "matvec.cu" */
@@ -19,9 +19,11 @@ struct gpu_variant {
 int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap);
 /* Candidates for the decode product (mvd.cu) of weight type wtype, plain or gate+up (glu),
  * nr weight rows per lane group (1, 2 or 4; at least 2 with glu) and ks warps per group (1, 2
- * or 4); xc: blocks (one per SM) that convert the activation themselves (mvd.cu XC); returns their count (0: no such kernel). */
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, struct gpu_variant *out,
-                     int cap);
+ * or 4); xc: blocks (one per SM) that convert the activation themselves (mvd.cu XC); rp: the
+ * RoPE and KV-cache writes in the epilogue (mvd.cu RP; not with glu); returns their count (0:
+ * no such kernel). */
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp,
+                     struct gpu_variant *out, int cap);
 /* Whether decode products of weight type wtype convert their own activation (mvd.cu XC). */
 int gpu_mvd_xc(unsigned wtype);
 /* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up: candidates in

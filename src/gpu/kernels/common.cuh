@@ -37,6 +37,15 @@ __device__ __forceinline__ u16 f2bf(float f)
     return (u16)((x + (0x7fffu + ((x >> 16) & 1))) >> 16);
 }
 __device__ __forceinline__ float round_h(float x) { return h2f(f2h(x)); }
+// Element i of a KV cache (F16 or F32) = v
+__device__ __forceinline__ void cache_put(void *cache, long long i, float v, int kv_f16)
+{
+    if (kv_f16)
+        ((u16 *)cache)[i] = f2h(v);
+    else
+        ((float *)cache)[i] = v;
+}
+
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 

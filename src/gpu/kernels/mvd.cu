@@ -25,7 +25,13 @@
 // ld.global.cs, evicted first: read once a token, they then leave the activations, the KV
 // cache and the kernels' code in L2 (tg128 +0.4-3%, but -1% on 7B Q8_0, BENCHMARKS.md); 2
 // L2 evict-first by a cache policy, no L1 allocation; 0 plain loads; 0 and 2 are
-// measurements).
+// measurements); RP (the launch's first nrope weights, q and k, are rotated in the epilogue,
+// and weights with a cache pointer write their rows to that cache's row for the position: the
+// RoPE and KV-cache writes of decode, with no launch of their own; rows as rope_row says); RL
+// (with RP, when the next kernel, attention, may launch: 0 once the wait returns, as in the
+// other products; 1, the default, once the products' loop is done: attention launched during
+// a whole q/k/v launch of the 1.5B Q4_K_M shapes took 7.7 us instead of 3.9, for reasons not
+// known; 2 at the end; 0 and 2 are measurements, BENCHMARKS.md).
 #include "common.cuh"
 
 #ifndef QT
@@ -51,6 +57,15 @@
 #endif
 #ifndef EF
 #define EF 1
+#endif
+#ifndef RP
+#define RP 0
+#endif
+#ifndef RL
+#define RL 1
+#endif
+#if RP && GLU
+#error "RP: not with GLU"
 #endif
 #if !defined(AL) || QT == T_Q5_K // (Q5_K: it would spill)
 #undef AL
@@ -179,6 +194,17 @@ __device__ __forceinline__ int dot16(u32 w0, u32 w1, u32 w2, u32 w3, int4 a)
     s = dot4_i8((int)w1, a.y, s);
     s = dot4_i8((int)w2, a.z, s);
     return dot4_i8((int)w3, a.w, s);
+}
+
+// With RP, a rotated weight's group takes the rows of pairs: slots s, s + 1 (s even) of a head
+// are the rows a pair rotates together, so the two lanes holding them exchange their sums.
+// NORM rotation (hh 0): rows s, s + 1; NEOX (hh half a head): rows s / 2 and s / 2 + hh.
+__device__ __forceinline__ int rope_row(int s, int hh)
+{
+    if (!hh)
+        return s;
+    const int o = s % (2 * hh);
+    return s - o + (o >> 1) + (o & 1) * hh;
 }
 
 // The activation a piece needs (read once for the NR rows)
@@ -431,14 +457,15 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
 __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int row, int last,
                                          int k, int sl, const void *xa, const float *xd,
                                          const int *xs, float *acc, bool active, bool first,
-                                         const float *xin, const float *nw, float eps)
+                                         const float *xin, const float *nw, float eps, int hh)
 {
     const int P = k / PE, n = active ? (P - sl + GL - 1) / GL : 0; // this lane's pieces
     const int m = sl % PPB;
     rowp w[NR];
 #pragma unroll
     for (int j = 0; j < NR; j++)
-        w[j] = row_of(GLU && j >= NOUT ? Wb : Wa, N, max(0, min(row + j % NOUT, last)), k, sl);
+        w[j] = row_of(GLU && j >= NOUT ? Wb : Wa, N,
+                      max(0, min(rope_row(row + j % NOUT, hh), last)), k, sl);
     const actp x = act_of(xa, xd, xs, sl);
 #pragma unroll 1
     for (int i0 = 0; i0 < (XC && first ? max(n, 1) : n); i0 += U) {
@@ -463,7 +490,8 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
 #endif
         if (i0 == 0 && first) { // the first weights are on their way: now wait for the input
             pdl_wait();
-            pdl_launch();
+            if (!RP || RL == 0)
+                pdl_launch();
 #if XC
             xconv(xin, nw, eps, k, (u8 *)xa);
             __syncthreads();
@@ -511,7 +539,9 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
                                          const float *b0, const float *b1, const float *b2,
                                          const float *res, float rscale, int r0, int r1, int r2,
                                          int k, const float *xin, const float *nw, float eps,
-                                         float (*part)[NR], int early)
+                                         float (*part)[NR], int early, void *c0, void *c1,
+                                         void *c2, const float *cs, int nrope, int rmode, int hd,
+                                         const int *pos, int kv_f16)
 {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #if XC
@@ -528,15 +558,41 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
 #if GLU
     wpick pk = {W0, y0, b0, r0, row < r0}; // gate rows (the up rows: W1, b1)
     (void)W2, (void)y1, (void)y2, (void)b2, (void)r1, (void)r2;
+    const int hh = 0;
+    (void)c0, (void)c1, (void)c2, (void)cs, (void)nrope, (void)rmode, (void)hd, (void)pos,
+        (void)kv_f16;
 #else
+#if RP
+    // the group's weight (0, 1, 2: q, k, v); for a rotated weight the pair's cos and sin (the
+    // host's table for the position), and the position: read before the wait, as they were
+    // written before the step began (only these three stay live through the products' loop)
+    const int wi = row < r0 ? 0 : row < r0 + r1 ? 1 : 2;
+#endif
     wpick pk = pick_weight(row, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
+#if RP
+    const int hh = wi < nrope && rmode == 2 ? hd / 2 : 0;
+    float rc = 1.0f, rs = 0.0f;
+    int cpos = 0;
+    if (pk.active && lane < NOUT) {
+        if (wi < nrope) {
+            const int p = (row % hd + lane) >> 1;
+            rc = cs[2 * p];
+            rs = cs[2 * p + 1];
+        }
+        cpos = pos[0];
+    }
+#else
+    const int hh = 0;
+    (void)c0, (void)c1, (void)c2, (void)cs, (void)nrope, (void)rmode, (void)hd, (void)pos,
+        (void)kv_f16;
+#endif
     // the lane's bias and residual, asked for before the wait (the bias is a weight; the
     // residual only where early says that a kernel before the previous one wrote it): DRAM
     // and L2 latencies the epilogue no longer waits on
     float bpre = 0.0f, rpre = 0.0f;
     if (pk.active && lane < NOUT && row + lane < pk.rows) {
         if (pk.bias)
-            bpre = pk.bias[row + lane];
+            bpre = pk.bias[rope_row(row + lane, hh)];
         if (res && early)
             rpre = res[row + lane];
     }
@@ -544,11 +600,15 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     i64 N = (i64)pk.rows * (QUANT ? k / BE : k);
     if (pk.active || (XC && first))
         rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, xs, acc, pk.active, first, xin,
-                 nw, eps);
+                 nw, eps, hh);
     if (first) {
         pdl_wait(); // (for lanes with no piece; returns at once for the others)
-        pdl_launch();
+        if (!RP || RL == 0)
+            pdl_launch();
     }
+#if RP && RL == 1
+    pdl_launch();
+#endif
 #pragma unroll
     for (int j = 0; j < NR; j++)
         acc[j] = wave_sum<32>(acc[j]);
@@ -568,6 +628,33 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
             acc[j] = v;
         }
     }
+#if RP
+    {
+        // lane j < NOUT holds slot row + j; a rotated pair's lanes exchange their sums (the
+        // whole warp takes part in the exchange, before any lane leaves)
+        float v = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NOUT; j++)
+            if (lane == j)
+                v = acc[j];
+        if (pk.bias)
+            v += bpre;
+        const float o = shfl_xor(v, 1);
+        const int w = grp * NOUT < r0 ? 0 : grp * NOUT < r0 + r1 ? 1 : 2; // (wi, recomputed)
+        if (w < nrope) // as the CPU's rope: x0 c - x1 s, x0 s + x1 c
+            v = (lane & 1) ? o * rs + v * rc : v * rc - o * rs;
+        if (!pk.active || lane >= NOUT || row + lane >= pk.rows)
+            return;
+        const int r = rope_row(row + lane, w < nrope && rmode == 2 ? hd / 2 : 0);
+        if (pk.y)
+            pk.y[r] = v;
+        void *const cache = w == 0 ? c0 : w == 1 ? c1 : c2;
+        if (cache)
+            cache_put(cache, (long long)cpos * pk.rows + r, v, kv_f16);
+        (void)res, (void)rscale, (void)early;
+        return;
+    }
+#endif
     if (!pk.active || lane >= NOUT || row + lane >= pk.rows)
         return;
     // lane j < NOUT writes output row row + j (acc indexed with a constant: no local memory)
@@ -603,7 +690,8 @@ extern "C" __global__ void __launch_bounds__(NW * 32, MB)
 mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
     const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
-    const float *normw, float eps, int nblk, int early)
+    const float *normw, float eps, int nblk, int early, void *c0, void *c1, void *c2,
+    const float *cs, int nrope, int rmode, int hd, const int *pos, int kv_f16)
 {
     __shared__ float part[NW][NR];
 #if XC
@@ -613,13 +701,15 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     xs = (const int *)(xsm + (QUANT ? k + k / 8 : 0));
     for (int gb = 0; gb < (nblk + (int)gridDim.x - 1) / (int)gridDim.x; gb++) {
         mv_block(gb, gb == 0, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res,
-                 rscale, r0, r1, r2, k, xin, normw, eps, part, early);
+                 rscale, r0, r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope,
+                 rmode, hd, pos, kv_f16);
         if (KS > 1)
             __syncthreads(); // (part is read before the next group writes it)
     }
 #else
     (void)nblk;
     mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res, rscale, r0,
-             r1, r2, k, xin, normw, eps, part, early);
+             r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope, rmode, hd, pos,
+             kv_f16);
 #endif
 }

@@ -80,15 +80,6 @@ extern "C" __global__ void view(const float *a, float *o, long long n, int off, 
     }
 }
 
-// Element i of a KV cache (F16 or F32) = v
-__device__ __forceinline__ void cache_put(void *cache, long long i, float v, int kv_f16)
-{
-    if (kv_f16)
-        ((u16 *)cache)[i] = f2h(v);
-    else
-        ((float *)cache)[i] = v;
-}
-
 // Rotary embedding of element e of a tensor row x -> y (heads of hd); cs = [n_rot/2][cos, sin].
 // If cache is set, the result is also written to element e of cache row `row` (F32 or F16);
 // y may be NULL (the cache only).
