@@ -225,6 +225,41 @@ TEST(fixtures_vs_golden_and_cpu)
     }
 }
 
+/* A model's graphs (prompt of NP tokens, decode) and a session for them on GPU g. */
+struct gpu_run {
+    struct mdl m;
+    void *mem; /* a shard's weights */
+    struct mdl_cache c;
+    float *kv;
+    struct graph gr[2];
+    struct gpu_sess *s;
+};
+
+static brasa_status gpu_run_open(struct gpu_run *t, struct gpu *g, const struct nccl *nc,
+                                 ncclComm_t comm, int np, int n_ctx, struct brasa_err *err)
+{
+    if (test_cache_new(&t->m, n_ctx, &t->c, &t->kv))
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    brasa_status st;
+    if ((st = mdl_build(&t->m, &t->c, np, false, &t->gr[0], err)) ||
+        (st = mdl_build(&t->m, &t->c, 1, false, &t->gr[1], err)) ||
+        (st = gpu_sess_new(g, &t->s, err)) ||
+        (nc && (st = gpu_sess_set_comm(t->s, nc, comm, err))) ||
+        (st = gpu_sess_prepare(t->s, &t->gr[0], n_ctx, err)))
+        return st;
+    return gpu_sess_prepare(t->s, &t->gr[1], n_ctx, err);
+}
+
+static void gpu_run_close(struct gpu_run *t)
+{
+    gpu_sess_free(t->s);
+    graph_free(&t->gr[0]);
+    graph_free(&t->gr[1]);
+    test_cache_free(&t->c, t->kv);
+    mdl_free(&t->m);
+    free(t->mem);
+}
+
 /* Decode logits of the fixtures of one type (e.g. "Q4_K_M") through two sessions, the second
  * opened with the environment pairs env (name, value, ..., NULL) set: at most tol apart
  * (relative to the largest logit; 0: bit for bit). */
@@ -313,6 +348,45 @@ TEST(decode_rope_in_products)
     static const char *const env[] = {"BRASA_GPU_ROPE_FUSE", "0", NULL};
     decode_pair("Q4_K_M", env, 1e-4, "RoPE in the products and its own launch");
     decode_pair("Q8_0", env, 1e-4, "RoPE in the products and its own launch");
+    /* and the plans: no rope launch in decode where the products rotate (qwen3 keeps one a
+     * layer: its head norms come between), one a layer with BRASA_GPU_ROPE_FUSE=0 and in
+     * the prompt */
+    static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q8_0.gguf",
+                                        "fixtures/granite.Q4_K_M.gguf",
+                                        "fixtures/qwen3.Q4_K_M.gguf"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        const char *path = test_shared_path(files[i]);
+        if (!test_file_exists(path))
+            continue;
+        for (int off = 0; off < 2; off++) {
+            struct brasa_err err = {{0}};
+            struct gpu *g = NULL;
+            struct gguf_file *f = NULL;
+            struct gpu_run w;
+            memset(&w, 0, sizeof w);
+            REQUIRE(gpu_open(&g, NULL, &err) == BRASA_OK && gpu_make_current(g, &err) == BRASA_OK);
+            if (off)
+                setenv("BRASA_GPU_ROPE_FUSE", "0", 1);
+            brasa_status st = gguf_open(&f, path, &err);
+            if (st == BRASA_OK && (st = mdl_load(&w.m, f, &err)) == BRASA_OK)
+                st = gpu_run_open(&w, g, NULL, NULL, 6, 64, &err);
+            unsetenv("BRASA_GPU_ROPE_FUSE");
+            CHECKF(st == BRASA_OK, "%s: %s", files[i], err.msg);
+            if (st == BRASA_OK) {
+                int nl = w.m.hp.n_layer, want = off || strstr(files[i], "qwen3") ? nl : 0;
+                int dec = gpu_sess_launches(w.s, &w.gr[1], "rope");
+                int pre = gpu_sess_launches(w.s, &w.gr[0], "rope");
+                printf("  %-28s %s: rope launches, decode %d, prompt %d (%d layers)\n", files[i],
+                       off ? "BRASA_GPU_ROPE_FUSE=0" : "default", dec, pre, nl);
+                CHECKF(dec == want && pre == nl, "%s: %d rope launches in decode (want %d), %d in "
+                       "the prompt (want %d)", files[i], dec, want, pre, nl);
+            }
+            gpu_run_close(&w);
+            if (f)
+                gguf_close(f);
+            gpu_close(g);
+        }
+    }
 }
 
 /* A 2048-position context (attention split along the sequence in decode) and an F16 cache,
@@ -426,41 +500,6 @@ TEST(device_candidates)
         brasa_session_free(s2);
         brasa_model_free(m);
     }
-}
-
-/* A model's graphs (prompt of NP tokens, decode) and a session for them on GPU g. */
-struct gpu_run {
-    struct mdl m;
-    void *mem; /* a shard's weights */
-    struct mdl_cache c;
-    float *kv;
-    struct graph gr[2];
-    struct gpu_sess *s;
-};
-
-static brasa_status gpu_run_open(struct gpu_run *t, struct gpu *g, const struct nccl *nc,
-                                 ncclComm_t comm, int np, int n_ctx, struct brasa_err *err)
-{
-    if (test_cache_new(&t->m, n_ctx, &t->c, &t->kv))
-        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
-    brasa_status st;
-    if ((st = mdl_build(&t->m, &t->c, np, false, &t->gr[0], err)) ||
-        (st = mdl_build(&t->m, &t->c, 1, false, &t->gr[1], err)) ||
-        (st = gpu_sess_new(g, &t->s, err)) ||
-        (nc && (st = gpu_sess_set_comm(t->s, nc, comm, err))) ||
-        (st = gpu_sess_prepare(t->s, &t->gr[0], n_ctx, err)))
-        return st;
-    return gpu_sess_prepare(t->s, &t->gr[1], n_ctx, err);
-}
-
-static void gpu_run_close(struct gpu_run *t)
-{
-    gpu_sess_free(t->s);
-    graph_free(&t->gr[0]);
-    graph_free(&t->gr[1]);
-    test_cache_free(&t->c, t->kv);
-    mdl_free(&t->m);
-    free(t->mem);
 }
 
 /* A shard of one (mdl_shard(m, 0, 1)): the model with tensor parallelism's all-reduces after

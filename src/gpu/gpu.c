@@ -895,6 +895,20 @@ int gpu_sess_top(const struct gpu_sess *s, const int32_t **ids, const float **lo
 }
 double gpu_sess_last_ms(const struct gpu_sess *s) { return s->last_ms; }
 
+int gpu_sess_launches(const struct gpu_sess *s, const struct graph *g, const char *kname)
+{
+    for (int i = 0; i < MAX_PLANS; i++) {
+        const struct plan *p = &s->plans[i];
+        if (p->g != g)
+            continue;
+        int n = 0;
+        for (int k = 0; k < p->nl; k++)
+            n += !kname || (p->l[k].kname && !strcmp(p->l[k].kname, kname));
+        return n;
+    }
+    return -1;
+}
+
 /* ---------------------------------------------------------------- plans */
 
 /* Plan building context. */

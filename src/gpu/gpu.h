@@ -89,5 +89,8 @@ uint64_t gpu_sess_bytes(const struct gpu_sess *s);
 brasa_status gpu_copy_bandwidth(struct gpu *g, size_t bytes, double *gbps, struct brasa_err *err);
 /* Seconds of device time of the last run (events around the whole step). */
 double gpu_sess_last_ms(const struct gpu_sess *s);
+/* The launches of the plan prepared for g (gpu_sess_prepare) named kname ("rope", "attn",
+ * "quant_act", ...; NULL: all of them), or -1 when g has no plan. */
+int gpu_sess_launches(const struct gpu_sess *s, const struct graph *g, const char *kname);
 
 #endif
