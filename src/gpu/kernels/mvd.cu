@@ -30,8 +30,9 @@
 // RoPE and KV-cache writes of decode, with no launch of their own; rows as rope_row says); RL
 // (with RP, when the next kernel, attention, may launch: 0 once the wait returns, as in the
 // other products; 1, the default, once the products' loop is done: attention launched during
-// a whole q/k/v launch of the 1.5B Q4_K_M shapes took 7.7 us instead of 3.9, for reasons not
-// known; 2 at the end; 0 and 2 are measurements, BENCHMARKS.md).
+// a whole q/k/v launch of the 1.5B Q4_K_M shapes took 7.7 us instead of 3.9, likely because
+// its L2 prefetches of the cache rows, asked for while the weights stream, were dropped; 2 at
+// the end; 0 and 2 are measurements, BENCHMARKS.md).
 #include "common.cuh"
 
 #ifndef QT
