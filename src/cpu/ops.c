@@ -305,19 +305,13 @@ static void rope_rows(const struct op_args *a, long r0, long r1, int ith)
 {
     const struct graph_node *n = a->node;
     long hd = n->p.i[0], n_rot = n->p.i[1], mode = n->p.i[2], ne0 = n->ne[0], nh = ne0 / hd;
-    float base = n->p.f[0];
     float *cs = a->ctx->thr_scratch + (size_t)ith * a->ctx->thr_stride; /* [n_rot/2][cos,sin] */
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const float theta_scale = graph_rope_ratio(n);
     const float *x = a->in[0];
     float *y = a->out;
     long half = n_rot / 2;
     for (long t = r0; t < r1; t++) {
-        float theta = (float)(a->ctx->pos0 + t);
-        for (long i = 0; i < half; i++) {
-            cs[2 * i] = cosf(theta);
-            cs[2 * i + 1] = sinf(theta);
-            theta *= theta_scale;
-        }
+        graph_rope_table(a->ctx->pos0 + t, (int)half, theta_scale, cs);
         for (long h = 0; h < nh; h++) {
             const float *xr = x + t * ne0 + h * hd;
             float *yr = y + t * ne0 + h * hd;

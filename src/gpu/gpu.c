@@ -895,20 +895,6 @@ int gpu_sess_top(const struct gpu_sess *s, const int32_t **ids, const float **lo
 }
 double gpu_sess_last_ms(const struct gpu_sess *s) { return s->last_ms; }
 
-int gpu_sess_launches(const struct gpu_sess *s, const struct graph *g, const char *kname)
-{
-    for (int i = 0; i < MAX_PLANS; i++) {
-        const struct plan *p = &s->plans[i];
-        if (p->g != g)
-            continue;
-        int n = 0;
-        for (int k = 0; k < p->nl; k++)
-            n += !kname || (p->l[k].kname && !strcmp(p->l[k].kname, kname));
-        return n;
-    }
-    return -1;
-}
-
 /* ---------------------------------------------------------------- plans */
 
 /* Plan building context. */
@@ -1438,7 +1424,7 @@ static brasa_status plan_node(struct pb *b, int i)
         /* this rope (+ its cache write), and with ropeqk: the next rope (k) and its cache
          * write, and the V cache write */
         int n_rot = n->p.i[1];
-        float theta_scale = powf(n->p.f[0], -2.0f / (float)n_rot);
+        float theta_scale = graph_rope_ratio(n);
         CUdeviceptr qc = 0, xk = 0, yk = 0, kc = 0, xv = 0, vc = 0;
         int f16 = 0, nek = 0, nev = 0;
         if (b->ropekv[i] >= 0) {
@@ -1647,7 +1633,7 @@ static void rope_into_products(struct pb *b, int i)
     int kr = b->ropeqk[i], kst = b->ropekv[kr], vst = b->ropev[i];
     int q = n->in[0], k = g->nodes[kr].in[0], v = g->nodes[vst].in[0];
     int hd = n->p.i[0], half = hd / 2;
-    float ts = powf(n->p.f[0], -2.0f / (float)n->p.i[1]);
+    float ts = graph_rope_ratio(n);
     if (!b->s->rope_fuse || !b->s->mvd || b->s->force_nr || n->ne[1] != 1 ||
         n->p.i[1] != hd || hd % 2 || (n->p.i[2] != ROPE_NORM && n->p.i[2] != ROPE_NEOX) ||
         half > ROPE_CS_MAX / 2 ||
@@ -1840,6 +1826,17 @@ static struct plan *find_plan(struct gpu_sess *s, const struct graph *g)
         if (s->plans[i].g == g)
             return &s->plans[i];
     return NULL;
+}
+
+int gpu_sess_launches(struct gpu_sess *s, const struct graph *g, const char *kname)
+{
+    const struct plan *p = find_plan(s, g);
+    if (!p)
+        return -1;
+    int n = 0;
+    for (int k = 0; k < p->nl; k++)
+        n += !kname || (p->l[k].kname && !strcmp(p->l[k].kname, kname));
+    return n;
 }
 
 brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_ctx,
@@ -2162,14 +2159,8 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
         p = find_plan(s, g);
     }
     s->h_io[0] = r->pos0;
-    if (p->rope_half) { /* the angles as the CPU's rope makes them */
-        float *cs = (float *)(s->h_io + 1), theta = (float)r->pos0;
-        for (int i = 0; i < p->rope_half; i++) {
-            cs[2 * i] = cosf(theta);
-            cs[2 * i + 1] = sinf(theta);
-            theta *= p->rope_ts;
-        }
-    }
+    if (p->rope_half) /* the angles as the CPU's rope makes them */
+        graph_rope_table(r->pos0, p->rope_half, p->rope_ts, (float *)(s->h_io + 1));
     memcpy(s->h_io + 1 + ROPE_CS_MAX, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
     int top = p->top && r->top_k > 0 ? (r->top_k < TK_MAX ? r->top_k : TK_MAX) : 0;
     if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, s->h_io,

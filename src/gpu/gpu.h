@@ -91,6 +91,6 @@ brasa_status gpu_copy_bandwidth(struct gpu *g, size_t bytes, double *gbps, struc
 double gpu_sess_last_ms(const struct gpu_sess *s);
 /* The launches of the plan prepared for g (gpu_sess_prepare) named kname ("rope", "attn",
  * "quant_act", ...; NULL: all of them), or -1 when g has no plan. */
-int gpu_sess_launches(const struct gpu_sess *s, const struct graph *g, const char *kname);
+int gpu_sess_launches(struct gpu_sess *s, const struct graph *g, const char *kname);
 
 #endif

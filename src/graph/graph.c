@@ -1,6 +1,7 @@
 /* graph: node list building, lookup, printing and the arena plan. */
 #include "graph/graph.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,4 +240,19 @@ void graph_dump_values(const struct graph_node *n, int pos0, const float *x, voi
     for (size_t k = 0; k < cnt && k < 8; k++)
         fprintf(f, " %.6g", x[k]);
     fputc('\n', f);
+}
+
+float graph_rope_ratio(const struct graph_node *n)
+{
+    return powf(n->p.f[0], -2.0f / (float)n->p.i[1]);
+}
+
+void graph_rope_table(long pos, int half, float ts, float *cs)
+{
+    float theta = (float)pos;
+    for (int i = 0; i < half; i++) {
+        cs[2 * i] = cosf(theta);
+        cs[2 * i + 1] = sinf(theta);
+        theta *= ts;
+    }
 }

@@ -182,4 +182,11 @@ int graph_dump_wanted(const char *list, const char *name);
  * name, shape, sum and the first values. Both backends' BRASA_DUMP print it. */
 void graph_dump_values(const struct graph_node *n, int pos0, const float *x, void *f);
 
+/* A ROPE node's angles, as every backend makes them: the ratio ts = base^(-2 / n_rot) from one
+ * pair to the next (graph_rope_ratio), and for position pos cs[2 i], cs[2 i + 1] = the cos and
+ * sin of theta_i (i < half), theta_0 = pos and each next one the last times ts, rounded to
+ * float at every step (graph_rope_table). */
+float graph_rope_ratio(const struct graph_node *n);
+void graph_rope_table(long pos, int half, float ts, float *cs);
+
 #endif
