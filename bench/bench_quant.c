@@ -159,11 +159,47 @@ static double bench_matmul(struct pool *pool, uint32_t type, int64_t rows, int64
     return (double)wbytes / best / 1e9;
 }
 
+/* Prompt batches: nc activation columns per pass over the weights, all threads. */
+static void bench_batched(struct pool *pn, const uint32_t *types, int n_types, int64_t nc,
+                          double secs)
+{
+    const int64_t rows = 4096, k = 4096;
+    printf("\nbatched product (prompt processing): %lldx%lld weights, n_cols = %lld, all threads\n",
+           (long long)rows, (long long)k, (long long)nc);
+    printf("%-6s %10s %10s\n", "type", "ms", "GFLOP/s");
+    float *X = malloc((size_t)(k * nc) * 4), *Y = malloc((size_t)(rows * nc) * 4);
+    for (int64_t i = 0; i < k * nc; i++)
+        X[i] = rndf();
+    for (int ti = 0; ti < n_types; ti++) {
+        uint32_t t = types[ti];
+        size_t wbytes = qtype_row_bytes(t, k) * (size_t)rows;
+        uint8_t *W = malloc(wbytes);
+        fill_weights(t, W, wbytes);
+        void *scratch = malloc(quant_matmul_scratch_bytes(t, k, nc) + 64);
+        quant_matmul(pn, t, W, rows, k, X, nc, Y, scratch);
+        double t0 = plat_now(), dt;
+        long iters = 0;
+        do {
+            quant_matmul(pn, t, W, rows, k, X, nc, Y, scratch);
+            iters++;
+            dt = plat_now() - t0;
+        } while (dt < secs || iters < 2);
+        printf("%-6s %10.2f %10.1f\n", qtype_get(t)->name, dt / iters * 1e3,
+               2.0 * rows * k * nc * iters / dt / 1e9);
+        fflush(stdout);
+        free(W);
+        free(scratch);
+    }
+    free(X);
+    free(Y);
+}
+
 int main(int argc, char **argv)
 {
     int n_threads = plat_ncpu();
     double secs = 0.25;
-    int quick = 0, hot = 0;
+    int quick = 0, hot = 0, batch_only = 0;
+    int64_t batch_cols = 64;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             n_threads = atoi(argv[++i]);
@@ -173,8 +209,12 @@ int main(int argc, char **argv)
             quick = 1;
         else if (!strcmp(argv[i], "--hot"))
             hot = 1;
-        else {
-            fprintf(stderr, "usage: bench_quant [--quick] [--hot] [--threads N] [--seconds S]\n");
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            batch_only = 1;
+            batch_cols = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: bench_quant [--quick] [--hot] [--batch N_COLS] [--threads N] "
+                            "[--seconds S]\n");
             return 2;
         }
     }
@@ -185,6 +225,15 @@ int main(int argc, char **argv)
     if (pool_new(&p1, 1, &err) || pool_new(&pn, n_threads, &err)) {
         fprintf(stderr, "bench_quant: %s\n", err.msg);
         return 1;
+    }
+    if (batch_only) { /* the formats with SIMD kernels */
+        static const uint32_t simd[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_0,
+                                        GGML_TYPE_Q5_K, GGML_TYPE_Q4_0, GGML_TYPE_F16,
+                                        GGML_TYPE_BF16};
+        bench_batched(pn, simd, 7, batch_cols, secs);
+        pool_free(p1);
+        pool_free(pn);
+        return 0;
     }
     uint8_t *big = malloc(STREAM_BYTES);
     if (!big) {
@@ -255,36 +304,7 @@ int main(int argc, char **argv)
                    100 * gn[s][ti] / bwn, (double)wbytes / (bwn * 1e9) * 1e3);
         }
     fflush(stdout);
-    /* Prompt batches: n_cols activation columns per pass over the weights. */
-    const int64_t rows = 4096, k = 4096, nc = 64;
-    printf("\nbatched product (prompt processing): %lldx%lld weights, n_cols = %lld, all threads\n",
-           (long long)rows, (long long)k, (long long)nc);
-    printf("%-6s %10s %10s\n", "type", "ms", "GFLOP/s");
-    float *X = malloc((size_t)(k * nc) * 4), *Y = malloc((size_t)(rows * nc) * 4);
-    for (int64_t i = 0; i < k * nc; i++)
-        X[i] = rndf();
-    for (int ti = 0; ti < (n_types < 7 ? n_types : 7); ti++) { /* the formats with SIMD kernels */
-        uint32_t t = types[ti];
-        size_t wbytes = qtype_row_bytes(t, k) * (size_t)rows;
-        uint8_t *W = malloc(wbytes);
-        fill_weights(t, W, wbytes);
-        void *scratch = malloc(quant_matmul_scratch_bytes(t, k, nc) + 64);
-        quant_matmul(pn, t, W, rows, k, X, nc, Y, scratch);
-        double t0 = plat_now(), dt;
-        long iters = 0;
-        do {
-            quant_matmul(pn, t, W, rows, k, X, nc, Y, scratch);
-            iters++;
-            dt = plat_now() - t0;
-        } while (dt < secs || iters < 2);
-        printf("%-6s %10.2f %10.1f\n", qtype_get(t)->name, dt / iters * 1e3,
-               2.0 * rows * k * nc * iters / dt / 1e9);
-        fflush(stdout);
-        free(W);
-        free(scratch);
-    }
-    free(X);
-    free(Y);
+    bench_batched(pn, types, n_types < 7 ? n_types : 7, batch_cols, secs);
     free(big);
     pool_free(p1);
     pool_free(pn);

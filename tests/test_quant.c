@@ -13,6 +13,7 @@
 #include "json_mini.h"
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"
+#include "quant/quant_impl.h"
 #include "test.h"
 
 static const uint32_t all_types[] = {
@@ -360,6 +361,71 @@ TEST(matmul_tiles_and_threads)
     pool_free(pool);
 }
 
+/* Every SIMD level this CPU has (AVX2, AVX-512, AVX-512 VNNI), not only the best one that
+ * quant_matmul takes: each level's tiles, and its prompt tiles over their own activation
+ * layout, give exactly its dot product, for every row and column count a tile splits into and
+ * for odd block counts (the padded last pair of the Q8_0 layout). */
+TEST(simd_levels_tiles)
+{
+    unsigned long long s = test_seed();
+    qk_ref_init();
+    static struct qkernels tab[GGML_TYPE_COUNT];
+    const int64_t ks[] = {96, 160, 512}, rows = 13, max_nc = 11;
+    int levels = 0;
+    for (int level = QK_X86_AVX2; level <= QK_X86_VNNI; level++) {
+        memcpy(tab, qk_ref, sizeof tab);
+        if (qk_x86_init_level(tab, level) < level)
+            break;
+        levels++;
+        for (size_t ti = 0; ti < N_WTYPES; ti++) {
+            uint32_t t = weight_types[ti], at = qtype_get(t)->vec_dot_type;
+            const struct qkernels *kw = &tab[t];
+            if (!kw->tile && !kw->ptile)
+                continue;
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                int64_t k = ks[ki];
+                if (k % qtype_get(t)->block)
+                    continue;
+                size_t rb = qtype_row_bytes(t, k), ab = qtype_row_bytes(at, k);
+                size_t pb = kw->ptile ? kw->pact_bytes(k) : 0;
+                uint8_t *W = malloc(rb * rows), *A = malloc(ab * max_nc), *P = malloc(pb * max_nc + 1);
+                float *X = malloc(sizeof(float) * (size_t)(k * max_nc));
+                float *Y = malloc(sizeof(float) * (size_t)(rows * max_nc));
+                for (int64_t r = 0; r < rows; r++)
+                    rand_row(t, W + r * rb, k, &s);
+                rand_floats(X, k * max_nc, &s);
+                for (int64_t c = 0; c < max_nc; c++) {
+                    tab[at].act(X + c * k, A + c * ab, k);
+                    if (kw->ptile)
+                        kw->pact(X + c * k, P + c * pb, k);
+                }
+                int differs = 0;
+                for (int nr = 1; nr <= rows; nr += 4)
+                    for (int nc = 1; nc <= max_nc; nc++)
+                        for (int pass = 0; pass < 2; pass++) {
+                            qk_dot_tile_fn f = pass ? kw->ptile : kw->tile;
+                            if (!f)
+                                continue;
+                            f(k, W, rb, nr, pass ? P : A, pass ? pb : ab, nc, Y, (size_t)rows);
+                            for (int c = 0; c < nc; c++)
+                                for (int r = 0; r < nr; r++) {
+                                    float d = kw->dot(k, W + r * rb, A + c * ab);
+                                    differs += memcmp(&d, &Y[c * rows + r], 4) != 0;
+                                }
+                        }
+                CHECKF(!differs, "level %d %s k=%lld: %d tile entries differ from the dot product",
+                       level, qtype_get(t)->name, (long long)k, differs);
+                free(W);
+                free(A);
+                free(P);
+                free(X);
+                free(Y);
+            }
+        }
+    }
+    fprintf(stderr, "  %d SIMD level(s) on this CPU\n", levels);
+}
+
 /* ggml's x86 activation conversion: d = amax/127 in fp16, q = round-half-even(x * 127/amax);
  * Q8_K: iscale = -127/max (signed), q = min(127, round-half-even), d = 1/iscale. */
 TEST(activation_rounding)
@@ -672,6 +738,6 @@ TEST(cli_quantize_errors)
     unlink(out);
 }
 
-TEST_MAIN(T(type_table), T(dequant_goldens), T(simd_dequant_bit_identical), T(vec_dot_vs_float64),
+TEST_MAIN(T(type_table), T(dequant_goldens), T(simd_dequant_bit_identical), T(vec_dot_vs_float64), T(simd_levels_tiles),
           T(matmul_tiles_and_threads), T(activation_rounding),
           T(quant_row_roundtrip_all), T(quantize_quality_vs_llama_cpp), T(cli_quantize_mixes), T(cli_quantize_errors))

@@ -126,16 +126,27 @@ float quant_vec_dot_ref(uint32_t wtype, int64_t n, const void *w_row, const void
 
 /* ------------------------------------------------------------------ matrix product */
 
+/* A prompt batch goes through the weight type's ptile where it has one: its activations in the
+ * tile's own layout. */
+static bool use_ptile(const struct qkernels *kw, int64_t n_cols)
+{
+    return n_cols > 1 && kw->ptile && kw->pact && kw->pact_bytes;
+}
+
 size_t quant_matmul_scratch_bytes(uint32_t wtype, int64_t k, int64_t n_cols)
 {
     const struct qtype_info *q = qtype_get(wtype);
     if (!q || q->vec_dot_type == GGML_TYPE_F32)
         return 0;
-    return qtype_row_bytes(q->vec_dot_type, k) * (size_t)n_cols;
+    const struct qkernels *kw = &kernels(false)[wtype];
+    size_t row = use_ptile(kw, n_cols) && q->block && k % q->block == 0 ? kw->pact_bytes(k)
+                                                                         : qtype_row_bytes(q->vec_dot_type, k);
+    return row * (size_t)n_cols;
 }
 
 struct mm_job {
     const struct qkernels *kw, *ka;
+    bool prep; /* activations in kw->pact's layout, for kw->ptile */
     uint32_t wtype;
     const uint8_t *W;
     size_t w_stride, a_stride;
@@ -150,8 +161,9 @@ static void mm_convert(void *arg, int ith, int nth)
     struct mm_job *j = arg;
     long c0, c1;
     pool_range((long)j->n_cols, ith, nth, &c0, &c1);
+    qk_act_fn act = j->prep ? j->kw[j->wtype].pact : j->ka->act;
     for (long c = c0; c < c1; c++)
-        j->ka->act(j->X + c * j->k, j->A + c * j->a_stride, j->k);
+        act(j->X + c * j->k, j->A + c * j->a_stride, j->k);
 }
 
 /* Generic tile: every (row, column) pair through the row dot product. */
@@ -181,7 +193,9 @@ static void mm_rows(void *arg, int ith, int nth)
             int nc = (int)(j->n_cols - c < MM_TC ? j->n_cols - c : MM_TC);
             const uint8_t *a = j->A + (size_t)c * j->a_stride;
             float *y = j->Y + (size_t)c * (size_t)j->n_rows + r;
-            if (kw->tile)
+            if (j->prep)
+                kw->ptile(j->k, w, j->w_stride, nr, a, j->a_stride, nc, y, (size_t)j->n_rows);
+            else if (kw->tile)
                 kw->tile(j->k, w, j->w_stride, nr, a, j->a_stride, nc, y, (size_t)j->n_rows);
             else
                 tile_by_dots(kw->dot, j->k, w, j->w_stride, nr, a, j->a_stride, nc, y,
@@ -197,9 +211,11 @@ void quant_matmul(struct pool *pool, uint32_t wtype, const void *W, int64_t n_ro
     const struct qtype_info *q = qtype_get(wtype);
     if (!q || !ks[wtype].dot || k % q->block)
         return; /* the loader only admits known types with whole-block rows */
+    const bool prep = use_ptile(&ks[wtype], n_cols);
     struct mm_job j = {
-        .kw = ks, .ka = &ks[q->vec_dot_type], .wtype = wtype, .W = W,
-        .w_stride = qtype_row_bytes(wtype, k), .a_stride = qtype_row_bytes(q->vec_dot_type, k),
+        .kw = ks, .ka = &ks[q->vec_dot_type], .prep = prep, .wtype = wtype, .W = W,
+        .w_stride = qtype_row_bytes(wtype, k),
+        .a_stride = prep ? ks[wtype].pact_bytes(k) : qtype_row_bytes(q->vec_dot_type, k),
         .n_rows = n_rows, .k = k, .n_cols = n_cols, .X = X, .Y = Y, .A = scratch,
     };
     if (q->vec_dot_type == GGML_TYPE_F32) {

@@ -24,13 +24,24 @@ struct qkernels {
     qk_dot_fn dot;
     qk_act_fn act; /* only for the types that are some format's vec_dot_type */
     qk_dot_tile_fn tile; /* optional */
+    /* Optional, for prompt batches: a tile that reads its activations in a layout of its own,
+     * which pact writes from floats (pact_bytes(n) bytes a row of n). The values are those of
+     * act, only laid out for the tile, and ptile gives exactly what dot gives. */
+    qk_dot_tile_fn ptile;
+    qk_act_fn pact;
+    size_t (*pact_bytes)(int64_t n);
 };
 
 /* One entry per ggml type id (GGML_TYPE_COUNT); zero entries for unknown ids. */
 extern struct qkernels qk_ref[GGML_TYPE_COUNT];
 void qk_ref_init(void);
-/* Overrides entries of k with SIMD kernels the CPU supports (no-op off x86). */
+/* Overrides entries of k with SIMD kernels the CPU supports (no-op off x86), up to the
+ * BRASA_NO_VNNI / BRASA_NO_AVX512 limits of the environment. */
 void qk_x86_init(struct qkernels *k);
+/* The same up to a level (QK_X86_*); returns the level the CPU gave (0: none). For tests,
+ * which check every level the CPU has. */
+enum { QK_X86_AVX2 = 1, QK_X86_AVX512 = 2, QK_X86_VNNI = 3 };
+int qk_x86_init_level(struct qkernels *k, int max_level);
 
 /* ggml's nearest_int: round to nearest, ties to even (|x| < 2^22). */
 static inline int qk_nearest_int(float x)

@@ -563,19 +563,19 @@ static float dot_q8_k(int64_t n, const void *w, const void *a)
 void qk_ref_init(void)
 {
     struct qkernels *k = qk_ref;
-    k[GGML_TYPE_F32] = (struct qkernels){dq_f32, dot_f32, act_f32, NULL};
-    k[GGML_TYPE_F16] = (struct qkernels){dq_f16, dot_f16, act_f16, NULL};
-    k[GGML_TYPE_BF16] = (struct qkernels){dq_bf16, dot_bf16, act_bf16, NULL};
-    k[GGML_TYPE_Q4_0] = (struct qkernels){dq_q4_0, dot_q4_0, NULL, NULL};
-    k[GGML_TYPE_Q4_1] = (struct qkernels){dq_q4_1, dot_q4_1, NULL, NULL};
-    k[GGML_TYPE_Q5_0] = (struct qkernels){dq_q5_0, dot_q5_0, NULL, NULL};
-    k[GGML_TYPE_Q5_1] = (struct qkernels){dq_q5_1, dot_q5_1, NULL, NULL};
-    k[GGML_TYPE_Q8_0] = (struct qkernels){dq_q8_0, dot_q8_0, act_q8_0, NULL};
-    k[GGML_TYPE_Q8_1] = (struct qkernels){dq_q8_1, dot_q8_1, act_q8_1, NULL};
-    k[GGML_TYPE_Q2_K] = (struct qkernels){dq_q2_k, dot_q2_k, NULL, NULL};
-    k[GGML_TYPE_Q3_K] = (struct qkernels){dq_q3_k, dot_q3_k, NULL, NULL};
-    k[GGML_TYPE_Q4_K] = (struct qkernels){dq_q4_k, dot_q4_k, NULL, NULL};
-    k[GGML_TYPE_Q5_K] = (struct qkernels){dq_q5_k, dot_q5_k, NULL, NULL};
-    k[GGML_TYPE_Q6_K] = (struct qkernels){dq_q6_k, dot_q6_k, NULL, NULL};
-    k[GGML_TYPE_Q8_K] = (struct qkernels){dq_q8_k, dot_q8_k, act_q8_k, NULL};
+    k[GGML_TYPE_F32] = (struct qkernels){.dequant = dq_f32, .dot = dot_f32, .act = act_f32};
+    k[GGML_TYPE_F16] = (struct qkernels){.dequant = dq_f16, .dot = dot_f16, .act = act_f16};
+    k[GGML_TYPE_BF16] = (struct qkernels){.dequant = dq_bf16, .dot = dot_bf16, .act = act_bf16};
+    k[GGML_TYPE_Q4_0] = (struct qkernels){.dequant = dq_q4_0, .dot = dot_q4_0, .act = NULL};
+    k[GGML_TYPE_Q4_1] = (struct qkernels){.dequant = dq_q4_1, .dot = dot_q4_1, .act = NULL};
+    k[GGML_TYPE_Q5_0] = (struct qkernels){.dequant = dq_q5_0, .dot = dot_q5_0, .act = NULL};
+    k[GGML_TYPE_Q5_1] = (struct qkernels){.dequant = dq_q5_1, .dot = dot_q5_1, .act = NULL};
+    k[GGML_TYPE_Q8_0] = (struct qkernels){.dequant = dq_q8_0, .dot = dot_q8_0, .act = act_q8_0};
+    k[GGML_TYPE_Q8_1] = (struct qkernels){.dequant = dq_q8_1, .dot = dot_q8_1, .act = act_q8_1};
+    k[GGML_TYPE_Q2_K] = (struct qkernels){.dequant = dq_q2_k, .dot = dot_q2_k, .act = NULL};
+    k[GGML_TYPE_Q3_K] = (struct qkernels){.dequant = dq_q3_k, .dot = dot_q3_k, .act = NULL};
+    k[GGML_TYPE_Q4_K] = (struct qkernels){.dequant = dq_q4_k, .dot = dot_q4_k, .act = NULL};
+    k[GGML_TYPE_Q5_K] = (struct qkernels){.dequant = dq_q5_k, .dot = dot_q5_k, .act = NULL};
+    k[GGML_TYPE_Q6_K] = (struct qkernels){.dequant = dq_q6_k, .dot = dot_q6_k, .act = NULL};
+    k[GGML_TYPE_Q8_K] = (struct qkernels){.dequant = dq_q8_k, .dot = dot_q8_k, .act = act_q8_k};
 }
