@@ -601,6 +601,7 @@ AVX512 static Q_ALWAYS_INLINE void kq_block_cols_avx512(const uint8_t *a, size_t
                                                         __m512i s1, __m512i s2, __m512i s3,
                                                         __m512 *acc, __m256 *accm)
 {
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++) {
         const block_q8_K *y = (const block_q8_K *)(a + (size_t)c * as) + i;
         const float d = y->d * xd, dmin = -y->d * xdmin;
@@ -625,6 +626,7 @@ AVX512 static Q_ALWAYS_INLINE void q4k_dotn_avx512(int64_t n, const block_q4_K *
     const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
     __m512 acc[4];
     __m256 accm[4];
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++) {
         acc[c] = _mm512_setzero_ps();
         accm[c] = _mm256_setzero_ps();
@@ -643,6 +645,7 @@ AVX512 static Q_ALWAYS_INLINE void q4k_dotn_avx512(int64_t n, const block_q4_K *
         kq_block_cols_avx512(a, as, i, nc, xd, xdmin, mins, l0, h0, l1, h1, s0, s1, s2, s3, acc,
                              accm);
     }
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]) + hsum8(accm[c]);
 }
@@ -663,6 +666,7 @@ AVX512 static Q_ALWAYS_INLINE void q6k_dotn_avx512(int64_t n, const block_q6_K *
     const __m512i i0 = _mm512_loadu_si512(q6k_idx512[0]), i1 = _mm512_loadu_si512(q6k_idx512[1]);
     const __m512i i2 = _mm512_loadu_si512(q6k_idx512[2]), i3 = _mm512_loadu_si512(q6k_idx512[3]);
     __m512 acc[4];
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
@@ -681,6 +685,7 @@ AVX512 static Q_ALWAYS_INLINE void q6k_dotn_avx512(int64_t n, const block_q6_K *
         }
         const __m512i s0 = _mm512_permutexvar_epi16(i0, sc), s1 = _mm512_permutexvar_epi16(i1, sc);
         const __m512i s2 = _mm512_permutexvar_epi16(i2, sc), s3 = _mm512_permutexvar_epi16(i3, sc);
+#pragma GCC unroll 4
         for (int c = 0; c < nc; c++) {
             const block_q8_K *y = (const block_q8_K *)(a + (size_t)c * as) + i;
             /* levels are q + 32: subtract 32 * sum_g sc_g * bsums_g */
@@ -695,6 +700,7 @@ AVX512 static Q_ALWAYS_INLINE void q6k_dotn_avx512(int64_t n, const block_q6_K *
             acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(y->d * xd), _mm512_cvtepi32_ps(sumi), acc[c]);
         }
     }
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]);
 }
@@ -715,6 +721,7 @@ AVX512 static Q_ALWAYS_INLINE void q5k_dotn_avx512(int64_t n, const block_q5_K *
     const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
     __m512 acc[4];
     __m256 accm[4];
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++) {
         acc[c] = _mm512_setzero_ps();
         accm[c] = _mm256_setzero_ps();
@@ -741,6 +748,7 @@ AVX512 static Q_ALWAYS_INLINE void q5k_dotn_avx512(int64_t n, const block_q5_K *
         kq_block_cols_avx512(a, as, i, nc, xd, xdmin, mins, l0, h0, l1, h1, s0, s1, s2, s3, acc,
                              accm);
     }
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]) + hsum8(accm[c]);
 }
@@ -781,6 +789,7 @@ AVX512 static Q_ALWAYS_INLINE void q8_0_dotn_avx512(int64_t n, const block_q8_0 
 {
     const int64_t nb = n / QK8_0;
     __m512 acc[4];
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         acc[c] = _mm512_setzero_ps();
     int64_t i = 0;
@@ -788,6 +797,7 @@ AVX512 static Q_ALWAYS_INLINE void q8_0_dotn_avx512(int64_t n, const block_q8_0 
         PF(x + i, 2 * sizeof *x);
         const __m512i wv = two_blocks(x[i].qs, x[i + 1].qs);
         const __m512 dw = two_scales(x[i].d, x[i + 1].d);
+#pragma GCC unroll 4
         for (int c = 0; c < nc; c++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
             q8_0_core(wv, dw, y, y + 1, &acc[c]);
@@ -796,11 +806,13 @@ AVX512 static Q_ALWAYS_INLINE void q8_0_dotn_avx512(int64_t n, const block_q8_0 
     if (i < nb) { /* odd block count: the last block against itself, upper half masked off */
         const __m512i wv = _mm512_maskz_mov_epi8(0xffffffffull, two_blocks(x[i].qs, x[i].qs));
         const __m512 dw = two_scales(x[i].d, 0);
+#pragma GCC unroll 4
         for (int c = 0; c < nc; c++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
             q8_0_core(wv, dw, y, y, &acc[c]);
         }
     }
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]);
 }
@@ -819,6 +831,7 @@ AVX512 static Q_ALWAYS_INLINE void q4_0_dotn_avx512(int64_t n, const block_q4_0 
     const int64_t nb = n / QK4_0;
     const __m512i off = _mm512_set1_epi8(8);
     __m512 acc[4];
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         acc[c] = _mm512_setzero_ps();
     int64_t i = 0;
@@ -827,6 +840,7 @@ AVX512 static Q_ALWAYS_INLINE void q4_0_dotn_avx512(int64_t n, const block_q4_0 
         const __m512i wv = _mm512_sub_epi8(
             _mm512_inserti64x4(_mm512_castsi256_si512(nibbles32(x[i].qs)), nibbles32(x[i + 1].qs), 1), off);
         const __m512 dw = two_scales(x[i].d, x[i + 1].d);
+#pragma GCC unroll 4
         for (int c = 0; c < nc; c++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
             q8_0_core(wv, dw, y, y + 1, &acc[c]);
@@ -836,11 +850,13 @@ AVX512 static Q_ALWAYS_INLINE void q4_0_dotn_avx512(int64_t n, const block_q4_0 
         const __m512i wv = _mm512_maskz_mov_epi8(
             0xffffffffull, _mm512_sub_epi8(_mm512_castsi256_si512(nibbles32(x[i].qs)), off));
         const __m512 dw = two_scales(x[i].d, 0);
+#pragma GCC unroll 4
         for (int c = 0; c < nc; c++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
             q8_0_core(wv, dw, y, y, &acc[c]);
         }
     }
+#pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]);
 }
