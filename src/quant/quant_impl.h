@@ -40,7 +40,12 @@ void qk_ref_init(void);
 void qk_x86_init(struct qkernels *k);
 /* The same up to a level (QK_X86_*); returns the level the CPU gave (0: none). For tests,
  * which check every level the CPU has. */
-enum { QK_X86_AVX2 = 1, QK_X86_AVX512 = 2, QK_X86_VNNI = 3 };
+enum {
+    QK_X86_AVX2 = 1,      /* AVX2, FMA, F16C */
+    QK_X86_AVX2_VNNI = 2, /* and AVX-VNNI (256-bit) where the CPU has it */
+    QK_X86_AVX512 = 3,    /* AVX-512 F/BW/VL/DQ */
+    QK_X86_VNNI = 4,      /* and AVX-512 VNNI */
+};
 int qk_x86_init_level(struct qkernels *k, int max_level);
 
 /* ggml's nearest_int: round to nearest, ties to even (|x| < 2^22). */

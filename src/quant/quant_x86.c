@@ -159,28 +159,21 @@ AVX2 static void act_f16_avx2(const float *x, void *dst, int64_t n)
 
 /* ------------------------------------------------------------------ 32-blocks */
 
+/* Q8_0 / Q4_0: one accumulator, blocks in order, each block's scale product times its sums
+ * (the same steps as the prompt tiles below, so they give exactly these results). */
 AVX2 static float dot_q8_0_avx2(int64_t n, const void *w, const void *a)
 {
     const block_q8_0 *x = w, *y = a;
     const int64_t nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        PF(x + i, 2 * sizeof *x);
-        const __m256i p0 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs),
-                                  _mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m256i p1 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
-                                  _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)),
-                               _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; i < nb; i++) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        if (!(i & 1))
+            PF(x + i, 2 * sizeof *x);
         const __m256i p = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs),
                                  _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc0);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
     }
-    return hsum8(_mm256_add_ps(acc0, acc1));
+    return hsum8(acc);
 }
 
 AVX2 static float dot_q4_0_avx2(int64_t n, const void *w, const void *a)
@@ -189,24 +182,15 @@ AVX2 static float dot_q4_0_avx2(int64_t n, const void *w, const void *a)
     const block_q8_0 *y = a;
     const int64_t nb = n / QK8_0;
     const __m256i off = _mm256_set1_epi8(8);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        PF(x + i, 2 * sizeof *x);
-        const __m256i p0 = dot_i8(_mm256_sub_epi8(nibbles32(x[i].qs), off),
-                                  _mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m256i p1 = dot_i8(_mm256_sub_epi8(nibbles32(x[i + 1].qs), off),
-                                  _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)),
-                               _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; i < nb; i++) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        if (!(i & 1))
+            PF(x + i, 2 * sizeof *x);
         const __m256i p = dot_i8(_mm256_sub_epi8(nibbles32(x[i].qs), off),
                                  _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc0);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
     }
-    return hsum8(_mm256_add_ps(acc0, acc1));
+    return hsum8(acc);
 }
 
 /* 32 bits -> 32 bytes, 0xFF where the bit (byte e <-> bit e) is set. */
@@ -1044,11 +1028,132 @@ VNNI static Q_ALWAYS_INLINE void ptile_mk(int64_t nb, const uint8_t *w, size_t w
 DEFINE_PTILE(ptile_q8_0_vnni, 0, QK8_0)
 DEFINE_PTILE(ptile_q4_0_vnni, 1, QK4_0)
 
+/* ------------------------------------------------------------------ AVX2 prompt tiles */
+
+/* Q8_0 / Q4_0 prompt batches without AVX-512, over the layout of pact_q8_0 (block h of a pair:
+ * its 32 levels + 128 at u + 32h, its scale 8 times at d + 8h). R weight rows by C columns; per
+ * (row, column) and block the integer sums of dot_i8 and the float steps of dot_q8_0_avx2, so
+ * each result is bit-identical to that dot product. With AVX-VNNI, one vpdpbusd on the
+ * unsigned activations (minus 128 x the weights' sums); without, the sign trick of dot_i8. */
+#define AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+
+AVX2 static inline __m256i pt2_weights(const uint8_t *wr, int64_t b, const int q4)
+{
+    if (q4)
+        return _mm256_sub_epi8(nibbles32(((const block_q4_0 *)wr)[b].qs), _mm256_set1_epi8(8));
+    return _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wr)[b].qs);
+}
+
+AVX2 static inline uint16_t pt2_scale(const uint8_t *wr, int64_t b, const int q4)
+{
+    return q4 ? ((const block_q4_0 *)wr)[b].d : ((const block_q8_0 *)wr)[b].d;
+}
+
+/* Per weight row: what the pair product needs besides the levels (their absolute values; with
+ * VNNI, -128 x their sums in groups of 4). Per column: the activations (signed; with VNNI, the
+ * stored unsigned ones). Per pair: the 8 sums of 4 products. */
+AVX2 static inline __m256i pt2_row_abs(__m256i w) { return _mm256_sign_epi8(w, w); }
+AVX2 static inline __m256i pt2_col_signed(__m256i u) { return _mm256_xor_si256(u, _mm256_set1_epi8((char)0x80)); }
+AVX2 static inline __m256i pt2_dot_sign(__m256i aw, __m256i a, __m256i w)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
+}
+AVXVNNI static inline __m256i pt2_row_negsum(__m256i w)
+{
+    return _mm256_sub_epi32(_mm256_setzero_si256(),
+                            _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), w));
+}
+AVXVNNI static inline __m256i pt2_col_unsigned(__m256i u) { return u; }
+AVXVNNI static inline __m256i pt2_dot_vnni(__m256i nc, __m256i u, __m256i w)
+{
+    return _mm256_dpbusd_avx_epi32(nc, u, w);
+}
+
+#define DEFINE_PT2_MK(name, attr, row_prep, col_prep, pair_dot)                                    \
+    attr static Q_ALWAYS_INLINE void name(int64_t nb, const uint8_t *w, size_t ws, const int R,   \
+                                          const uint8_t *a, size_t as, const int C, float *y,     \
+                                          size_t ldy, const int q4)                               \
+    {                                                                                              \
+        const size_t bb = q4 ? sizeof(block_q4_0) : sizeof(block_q8_0);                           \
+        __m256 acc[2][4];                                                                  \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                                \
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)                                                            \
+                acc[r][c] = _mm256_setzero_ps();                                                   \
+        for (int64_t b = 0; b < nb; b++) {                                                         \
+            __m256i wv[2], wx[2];                                                          \
+            __m256 dw[2];                                                                           \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                                          \
+                const uint8_t *wr = w + (size_t)r * ws;                                            \
+                if (!(b & 1))                                                                      \
+                    PF(wr + (size_t)b * bb, 2 * bb);                                               \
+                wv[r] = pt2_weights(wr, b, q4);                                                    \
+                wx[r] = row_prep(wv[r]);                                                           \
+                dw[r] = _mm256_set1_ps(h2f(pt2_scale(wr, b, q4)));                                 \
+            }                                                                                      \
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {                                                          \
+                const struct pact_q8_0x2 *pc =                                                     \
+                    (const struct pact_q8_0x2 *)(a + (size_t)c * as) + b / 2;                      \
+                const __m256i u = col_prep(_mm256_loadu_si256((const __m256i *)(pc->u + 32 * (b & 1)))); \
+                const __m256 da = _mm256_loadu_ps(pc->d + 8 * (b & 1));                            \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                        \
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da),                          \
+                                                _mm256_cvtepi32_ps(pair_dot(wx[r], u, wv[r])), acc[r][c]); \
+            }                                                                                      \
+        }                                                                                          \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                                \
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)                                                            \
+                y[(size_t)c * ldy + r] = hsum8(acc[r][c]);                                         \
+    }
+/* Two rows by 4 columns. Batched 4096 x 4096 by 64 columns, 2 threads of an AVX-512 Xeon
+ * limited to these kernels, GFLOP/s Q8_0 / Q4_0, sign trick and AVX-VNNI: 2x2 131 / 115 and
+ * 146-161 / 128-129; 1x4 127 / 130 and 144 / 156; 2x3 130 / 118 and 156 / 152; 2x4 129-134 /
+ * 125-133 and 153-165 / 157-170; the dot products before, 94-97 / 72. */
+#define PT2_R 2
+#define PT2_C 4
+DEFINE_PT2_MK(pt2_mk_sign, AVX2, pt2_row_abs, pt2_col_signed, pt2_dot_sign)
+DEFINE_PT2_MK(pt2_mk_vnni, AVXVNNI, pt2_row_negsum, pt2_col_unsigned, pt2_dot_vnni)
+
+#define PT2_CASE(mk, q4, rr, cc)                                                                   \
+    case (rr) * 16 + (cc): mk(nb, wr, ws, rr, ac, as, cc, yc, ldy, q4); break;
+#define PT2_CASES(mk, q4, rr)                                                                      \
+    PT2_CASE(mk, q4, rr, 1) PT2_CASE(mk, q4, rr, 2) PT2_CASE(mk, q4, rr, 3) PT2_CASE(mk, q4, rr, 4)
+#define DEFINE_PT2(name, attr, mk, q4)                                                             \
+    attr static void name(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,  \
+                          int nc, float *y, size_t ldy)                                           \
+    {                                                                                              \
+        const int64_t nb = n / QK8_0;                                                              \
+        for (int r = 0; r < nr; r += PT2_R) {                                                      \
+            const int rr = nr - r < PT2_R ? nr - r : PT2_R;                                        \
+            const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;                               \
+            for (int c = 0; c < nc; c += PT2_C) {                                                  \
+                const int cc = nc - c < PT2_C ? nc - c : PT2_C;                                    \
+                const uint8_t *ac = (const uint8_t *)a + (size_t)c * as;                           \
+                float *yc = y + (size_t)c * ldy + r;                                               \
+                switch (rr * 16 + cc) {                                                            \
+                    PT2_CASES(mk, q4, 1) PT2_CASES(mk, q4, 2)                                      \
+                default: break;                                                                    \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+DEFINE_PT2(ptile_q8_0_avx2, AVX2, pt2_mk_sign, 0)
+DEFINE_PT2(ptile_q4_0_avx2, AVX2, pt2_mk_sign, 1)
+DEFINE_PT2(ptile_q8_0_avxvnni, AVXVNNI, pt2_mk_vnni, 0)
+DEFINE_PT2(ptile_q4_0_avxvnni, AVXVNNI, pt2_mk_vnni, 1)
+
 /* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
 static bool has_f16c(void)
 {
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+
+/* AVX-VNNI (the VEX-encoded 256-bit vpdpbusd) from CPUID leaf 7 subleaf 1 (EAX bit 4): GCC 12's
+ * __builtin_cpu_supports("avxvnni") answers no even where the CPU has it. */
+static bool has_avxvnni(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
 }
 
 int qk_x86_init_level(struct qkernels *k, int max_level)
@@ -1076,10 +1181,17 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     k[GGML_TYPE_Q5_K].dequant = dq_q5_k_avx2;
     k[GGML_TYPE_Q6_K].dot = dot_q6_k_avx2;
     k[GGML_TYPE_Q6_K].dequant = dq_q6_k_avx2;
+    const bool avxvnni = max_level >= QK_X86_AVX2_VNNI && has_avxvnni();
+    k[GGML_TYPE_Q8_0].ptile = avxvnni ? ptile_q8_0_avxvnni : ptile_q8_0_avx2;
+    k[GGML_TYPE_Q4_0].ptile = avxvnni ? ptile_q4_0_avxvnni : ptile_q4_0_avx2;
+    k[GGML_TYPE_Q8_0].pact = k[GGML_TYPE_Q4_0].pact = pact_q8_0;
+    k[GGML_TYPE_Q8_0].pact_bytes = k[GGML_TYPE_Q4_0].pact_bytes = pact_q8_0_bytes;
     if (max_level < QK_X86_AVX512 ||
         !(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
-        return QK_X86_AVX2;
+        return avxvnni ? QK_X86_AVX2_VNNI : QK_X86_AVX2;
+    /* the AVX-512 dot products add in another order than the AVX2 tiles */
+    k[GGML_TYPE_Q8_0].ptile = k[GGML_TYPE_Q4_0].ptile = NULL;
     k[GGML_TYPE_Q4_K].dot = dot_q4_k_avx512;
     k[GGML_TYPE_Q6_K].dot = dot_q6_k_avx512;
     k[GGML_TYPE_Q4_K].tile = tile_q4_k_avx512;
@@ -1093,18 +1205,16 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     if (max_level < QK_X86_VNNI || !__builtin_cpu_supports("avx512vnni"))
         return QK_X86_AVX512;
     k[GGML_TYPE_Q8_0].ptile = ptile_q8_0_vnni;
-    k[GGML_TYPE_Q8_0].pact = pact_q8_0;
-    k[GGML_TYPE_Q8_0].pact_bytes = pact_q8_0_bytes;
     k[GGML_TYPE_Q4_0].ptile = ptile_q4_0_vnni;
-    k[GGML_TYPE_Q4_0].pact = pact_q8_0;
-    k[GGML_TYPE_Q4_0].pact_bytes = pact_q8_0_bytes;
     return QK_X86_VNNI;
 }
 
 void qk_x86_init(struct qkernels *k)
 {
-    int level = getenv("BRASA_NO_AVX512") ? QK_X86_AVX2 : getenv("BRASA_NO_VNNI") ? QK_X86_AVX512
-                                                                                  : QK_X86_VNNI;
+    const bool no_vnni = getenv("BRASA_NO_VNNI") != NULL;
+    int level = getenv("BRASA_NO_AVX512") ? (no_vnni ? QK_X86_AVX2 : QK_X86_AVX2_VNNI)
+                : no_vnni                 ? QK_X86_AVX512
+                                          : QK_X86_VNNI;
     qk_x86_init_level(k, level);
 }
 
