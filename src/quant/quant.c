@@ -133,15 +133,30 @@ static bool use_ptile(const struct qkernels *kw, int64_t n_cols)
     return n_cols > 1 && kw->ptile && kw->pact && kw->pact_bytes;
 }
 
+/* Columns of the activations' layout, rounded up to whole interleaved groups. */
+static int64_t act_cols(const struct qkernels *kw, bool prep, int64_t n_cols)
+{
+    return prep && kw->pgroup ? (n_cols + kw->pgroup - 1) / kw->pgroup * kw->pgroup : n_cols;
+}
+
 size_t quant_matmul_scratch_bytes(uint32_t wtype, int64_t k, int64_t n_cols)
 {
     const struct qtype_info *q = qtype_get(wtype);
     if (!q || q->vec_dot_type == GGML_TYPE_F32)
         return 0;
     const struct qkernels *kw = &kernels(false)[wtype];
-    size_t row = use_ptile(kw, n_cols) && q->block && k % q->block == 0 ? kw->pact_bytes(k)
-                                                                         : qtype_row_bytes(q->vec_dot_type, k);
-    return row * (size_t)n_cols;
+    const bool prep = use_ptile(kw, n_cols) && q->block && k % q->block == 0;
+    size_t row = prep ? kw->pact_bytes(k) : qtype_row_bytes(q->vec_dot_type, k);
+    return row * (size_t)act_cols(kw, prep, n_cols);
+}
+
+bool quant_matmul_exact(uint32_t wtype, int64_t n_cols)
+{
+    const struct qtype_info *q = qtype_get(wtype);
+    if (!q)
+        return true;
+    const struct qkernels *kw = &kernels(false)[wtype];
+    return !(use_ptile(kw, n_cols) && kw->pinexact);
 }
 
 struct mm_job {
@@ -161,9 +176,13 @@ static void mm_convert(void *arg, int ith, int nth)
     struct mm_job *j = arg;
     long c0, c1;
     pool_range((long)j->n_cols, ith, nth, &c0, &c1);
-    qk_act_fn act = j->prep ? j->kw[j->wtype].pact : j->ka->act;
-    for (long c = c0; c < c1; c++)
-        act(j->X + c * j->k, j->A + c * j->a_stride, j->k);
+    const struct qkernels *kw = &j->kw[j->wtype];
+    qk_act_fn act = j->prep ? kw->pact : j->ka->act;
+    const long g = j->prep ? kw->pgroup : 0;
+    for (long c = c0; c < c1; c++) {
+        size_t at = g ? (size_t)(c / g * g) * j->a_stride + (size_t)(c % g) * 4 : (size_t)c * j->a_stride;
+        act(j->X + c * j->k, j->A + at, j->k);
+    }
 }
 
 /* Generic tile: every (row, column) pair through the row dot product. */
@@ -186,11 +205,12 @@ static void mm_rows(void *arg, int ith, int nth)
     long r0, r1;
     pool_range((long)j->n_rows, ith, nth, &r0, &r1);
     const struct qkernels *kw = &j->kw[j->wtype];
+    const int64_t tc = j->prep && kw->pcols ? kw->pcols : MM_TC;
     for (long r = r0; r < r1; r += MM_TR) {
         int nr = (int)(r1 - r < MM_TR ? r1 - r : MM_TR);
         const uint8_t *w = j->W + (size_t)r * j->w_stride;
-        for (int64_t c = 0; c < j->n_cols; c += MM_TC) {
-            int nc = (int)(j->n_cols - c < MM_TC ? j->n_cols - c : MM_TC);
+        for (int64_t c = 0; c < j->n_cols; c += tc) {
+            int nc = (int)(j->n_cols - c < tc ? j->n_cols - c : tc);
             const uint8_t *a = j->A + (size_t)c * j->a_stride;
             float *y = j->Y + (size_t)c * (size_t)j->n_rows + r;
             if (j->prep)
@@ -218,6 +238,11 @@ void quant_matmul(struct pool *pool, uint32_t wtype, const void *W, int64_t n_ro
         .a_stride = prep ? ks[wtype].pact_bytes(k) : qtype_row_bytes(q->vec_dot_type, k),
         .n_rows = n_rows, .k = k, .n_cols = n_cols, .X = X, .Y = Y, .A = scratch,
     };
+    if (prep && ks[wtype].pgroup && n_cols % ks[wtype].pgroup) {
+        /* the last group's unused columns: zeros, not stale bytes read as scales */
+        const int64_t g = ks[wtype].pgroup, last = n_cols / g * g;
+        memset(j.A + (size_t)last * j.a_stride, 0, (size_t)g * j.a_stride);
+    }
     if (q->vec_dot_type == GGML_TYPE_F32) {
         j.A = (uint8_t *)(uintptr_t)X; /* read only */
     } else if (n_cols == 1 || !pool) {

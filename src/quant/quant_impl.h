@@ -3,6 +3,7 @@
  * when the CPU has the features (checked once at run time). */
 #ifndef BRASA_QUANT_IMPL_H
 #define BRASA_QUANT_IMPL_H
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "quant/quant.h"
@@ -26,10 +27,15 @@ struct qkernels {
     qk_dot_tile_fn tile; /* optional */
     /* Optional, for prompt batches: a tile that reads its activations in a layout of its own,
      * which pact writes from floats (pact_bytes(n) bytes a row of n). The values are those of
-     * act, only laid out for the tile, and ptile gives exactly what dot gives. */
+     * act, only laid out for the tile; ptile gives exactly what dot gives unless pinexact. With
+     * pgroup > 0, columns are interleaved in groups of pgroup, 4 bytes each in turn: column c
+     * starts at (c / pgroup) * pgroup * pact_bytes(n) + (c % pgroup) * 4, and pact writes it
+     * with that spacing. pcols: the most columns one ptile call takes (0: quant.c's default). */
     qk_dot_tile_fn ptile;
     qk_act_fn pact;
     size_t (*pact_bytes)(int64_t n);
+    int pgroup, pcols;
+    bool pinexact;
 };
 
 /* One entry per ggml type id (GGML_TYPE_COUNT); zero entries for unknown ids. */
@@ -45,6 +51,7 @@ enum {
     QK_X86_AVX2_VNNI = 2, /* and AVX-VNNI (256-bit) where the CPU has it */
     QK_X86_AVX512 = 3,    /* AVX-512 F/BW/VL/DQ */
     QK_X86_VNNI = 4,      /* and AVX-512 VNNI */
+    QK_X86_AMX = 5,       /* and AMX-INT8 tiles, where the OS grants them (Linux) */
 };
 int qk_x86_init_level(struct qkernels *k, int max_level);
 

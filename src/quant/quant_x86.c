@@ -8,7 +8,10 @@
  *    tiles (each weight block decoded once for up to 4 activation columns; per column the same
  *    operations as a single dot, so a batch gives exactly the single results);
  *  - AVX-512 VNNI: prompt tiles of Q8_0/Q4_0 (two weight rows by up to 8 columns in registers,
- *    over activations laid out for them), bit-identical to the AVX-512 dot products.
+ *    over activations laid out for them), bit-identical to the AVX-512 dot products;
+ *  - AMX-INT8 (Linux, where the OS grants the tile data): prompt tiles of Q8_0, 16 rows by 16
+ *    columns a tile multiply; the same sums added in another order than the dot products
+ *    (within rounding, not bit-identical).
  *
  * Dequantization does the same float operations as the scalar reference (a multiply, then a
  * separate subtract: never a fused multiply-add), so its results are bit-identical. The dot
@@ -1215,6 +1218,147 @@ DEFINE_PT2(ptile_q4_0_avx2, AVX2, pt2_mk_sign, 1)
 DEFINE_PT2(ptile_q8_0_avxvnni, AVXVNNI, pt2_mk_vnni, 0)
 DEFINE_PT2(ptile_q4_0_avxvnni, AVXVNNI, pt2_mk_vnni, 1)
 
+/* ------------------------------------------------------------------ prompt tiles with AMX */
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define HAVE_AMX 1
+#define AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+/* Q8_0 prompt batches on AMX-INT8: a tile multiply takes 16 weight rows by one 32-element
+ * block (the weights' own bytes, loaded with the row stride) against 16 columns, in int32;
+ * each block's 16 x 16 sums are then scaled and added in floats, one vector of 16 columns per
+ * row. Activations as pact_q8_0 converts them, laid out for the tile's second operand: per
+ * group of 16 columns and block, 8 rows of 64 bytes (row i: for each column, its elements 4i
+ * to 4i + 3) and the 16 columns' scales; one column takes 36 bytes a block. */
+#define AMX_BLOCK_BYTES (8 * 64 + 16 * 4)
+
+static size_t pact_q8_0_amx_bytes(int64_t n) { return (size_t)(n / QK8_0) * (AMX_BLOCK_BYTES / 16); }
+
+static void pact_q8_0_amx(const float *x, void *dst, int64_t n)
+{
+    uint8_t *o = dst; /* this column's slot of its group: 4 bytes apart from its neighbours */
+    for (int64_t i = 0; i < n / QK8_0; i++, o += AMX_BLOCK_BYTES) {
+        block_q8_0 b;
+        qk_ref[GGML_TYPE_Q8_0].act(x + i * QK8_0, &b, QK8_0);
+        for (int r = 0; r < 8; r++)
+            memcpy(o + 64 * r, b.qs + 4 * r, 4);
+        const float d = fp16_to_f32(b.d);
+        memcpy(o + 8 * 64, &d, 4);
+    }
+}
+
+struct amx_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+/* One block's 16 x 16 sums (rows of cb) into acc: each row's scale (the block's scale in each
+ * of nr weight rows, from dws) times the columns' scales (da). */
+AMX static Q_ALWAYS_INLINE void amx_scale_add(__m512 acc[16], const int32_t *cb, const float *dws,
+                                              __m512 da, const int nr)
+{
+#pragma GCC unroll 16
+    for (int r = 0; r < nr; r++)
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * r)),
+                                 _mm512_mul_ps(_mm512_set1_ps(dws[r]), da), acc[r]);
+}
+
+/* The scales of block b of nr (<= 16) weight rows, as floats. */
+AMX static inline void amx_row_scales(const uint8_t *w, size_t ws, int nr, int64_t b, float *dws)
+{
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)ws));
+    const __mmask16 m = (__mmask16)((1u << nr) - 1);
+    const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx,
+                                                  w + (size_t)b * sizeof(block_q8_0), 1);
+    _mm512_store_ps(dws, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+}
+
+AMX static Q_ALWAYS_INLINE void amx_q8_0_rows(int64_t nb, const uint8_t *w, size_t ws, const int nr,
+                                              const uint8_t *a, size_t as, int nc, float *y, size_t ldy)
+{
+    _Alignas(64) int32_t cb[2][256];
+    _Alignas(64) float dws[2][16];
+    const size_t gbytes = 16 * as; /* a group of 16 columns */
+    for (int g = 0; g * 16 < nc; g++) {
+        const uint8_t *ga = a + (size_t)g * gbytes;
+        __m512 acc[16];
+#pragma GCC unroll 16
+        for (int r = 0; r < nr; r++)
+            acc[r] = _mm512_setzero_ps();
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) {
+            const uint8_t *wb = w + (size_t)b * sizeof(block_q8_0) + 2;
+            _tile_loadd(0, wb, (long)ws);
+            _tile_loadd(1, wb + sizeof(block_q8_0), (long)ws);
+            _tile_loadd(2, ga + (size_t)b * AMX_BLOCK_BYTES, 64);
+            _tile_loadd(3, ga + (size_t)(b + 1) * AMX_BLOCK_BYTES, 64);
+            _tile_zero(4);
+            _tile_zero(5);
+            _tile_dpbssd(4, 0, 2);
+            _tile_dpbssd(5, 1, 3);
+            _tile_stored(4, cb[0], 64);
+            _tile_stored(5, cb[1], 64);
+            amx_row_scales(w, ws, nr, b, dws[0]);
+            amx_row_scales(w, ws, nr, b + 1, dws[1]);
+            amx_scale_add(acc, cb[0], dws[0], _mm512_loadu_ps((const float *)(ga + (size_t)b * AMX_BLOCK_BYTES + 512)), nr);
+            amx_scale_add(acc, cb[1], dws[1], _mm512_loadu_ps((const float *)(ga + (size_t)(b + 1) * AMX_BLOCK_BYTES + 512)), nr);
+        }
+        if (b < nb) {
+            _tile_loadd(0, w + (size_t)b * sizeof(block_q8_0) + 2, (long)ws);
+            _tile_loadd(2, ga + (size_t)b * AMX_BLOCK_BYTES, 64);
+            _tile_zero(4);
+            _tile_dpbssd(4, 0, 2);
+            _tile_stored(4, cb[0], 64);
+            amx_row_scales(w, ws, nr, b, dws[0]);
+            amx_scale_add(acc, cb[0], dws[0], _mm512_loadu_ps((const float *)(ga + (size_t)b * AMX_BLOCK_BYTES + 512)), nr);
+        }
+        const int ncg = nc - 16 * g < 16 ? nc - 16 * g : 16;
+        for (int r = 0; r < nr; r++) {
+            _Alignas(64) float t[16];
+            _mm512_store_ps(t, acc[r]);
+            for (int c = 0; c < ncg; c++)
+                y[(size_t)(16 * g + c) * ldy + r] = t[c];
+        }
+    }
+}
+
+AMX static void ptile_q8_0_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
+                               int nc, float *y, size_t ldy)
+{
+    const int64_t nb = n / QK8_0;
+    for (int r = 0; r < nr; r += 16) {
+        const int rr = nr - r < 16 ? nr - r : 16;
+        struct amx_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.palette = 1;
+        for (int t = 0; t < 6; t++) { /* weights 0-1, activations 2-3, sums 4-5 */
+            cfg.colsb[t] = t < 2 ? QK8_0 : 64;
+            cfg.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : rr);
+        }
+        _tile_loadconfig(&cfg);
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
+        if (rr == 16)
+            amx_q8_0_rows(nb, wr, ws, 16, a, as, nc, y + r, ldy);
+        else
+            amx_q8_0_rows(nb, wr, ws, rr, a, as, nc, y + r, ldy);
+        _tile_release();
+    }
+}
+
+/* The OS keeps AMX's tile data off until a process asks for it (Linux 5.16+). */
+static bool amx_usable(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1) || !(d >> 25 & 1))
+        return false;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+}
+#endif
+
 /* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
 static bool has_f16c(void)
 {
@@ -1283,6 +1427,17 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
         return QK_X86_AVX512;
     k[GGML_TYPE_Q8_0].ptile = ptile_q8_0_vnni;
     k[GGML_TYPE_Q4_0].ptile = ptile_q4_0_vnni;
+#if HAVE_AMX
+    if (max_level >= QK_X86_AMX && amx_usable()) {
+        k[GGML_TYPE_Q8_0].ptile = ptile_q8_0_amx;
+        k[GGML_TYPE_Q8_0].pact = pact_q8_0_amx;
+        k[GGML_TYPE_Q8_0].pact_bytes = pact_q8_0_amx_bytes;
+        k[GGML_TYPE_Q8_0].pgroup = 16;
+        k[GGML_TYPE_Q8_0].pcols = 64;
+        k[GGML_TYPE_Q8_0].pinexact = true;
+        return QK_X86_AMX;
+    }
+#endif
     return QK_X86_VNNI;
 }
 
@@ -1291,7 +1446,8 @@ void qk_x86_init(struct qkernels *k)
     const bool no_vnni = getenv("BRASA_NO_VNNI") != NULL;
     int level = getenv("BRASA_NO_AVX512") ? (no_vnni ? QK_X86_AVX2 : QK_X86_AVX2_VNNI)
                 : no_vnni                 ? QK_X86_AVX512
-                                          : QK_X86_VNNI;
+                : getenv("BRASA_NO_AMX")  ? QK_X86_VNNI
+                                          : QK_X86_AMX;
     qk_x86_init_level(k, level);
 }
 
