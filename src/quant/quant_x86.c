@@ -1349,6 +1349,172 @@ AMX static void ptile_q8_0_amx(int64_t n, const void *w, size_t ws, int nr, cons
     }
 }
 
+/* Q4_K prompt batches on AMX-INT8. Each 32-element sub-block is a tile multiply of its levels
+ * (0..15, unpacked from the nibbles of 16 weight rows) against 16 columns of Q8_K activations;
+ * the sums are scaled by d x the sub-block's scale in floats, the mins term (dmin x min x the
+ * activations' sums of the sub-block) is added in floats, and the column's scale multiplies the
+ * whole super-block. Activations per group of 16 columns and super-block: 8 sub-blocks of 8
+ * rows of 64 bytes, the 16 scales, and the 16 columns' sums of each sub-block as floats. */
+#define AMX_K_QS (8 * 8 * 64)
+#define AMX_K_BYTES (AMX_K_QS + 16 * 4 + 8 * 16 * 4)
+#define AMX_K_CHUNK 4 /* super-blocks unpacked at a time: 16 KiB of levels */
+
+static size_t pact_q8_k_amx_bytes(int64_t n) { return (size_t)(n / QK_K) * (AMX_K_BYTES / 16); }
+
+static void pact_q8_k_amx(const float *x, void *dst, int64_t n)
+{
+    uint8_t *o = dst; /* this column's slot of its group: 4 bytes apart from its neighbours */
+    for (int64_t i = 0; i < n / QK_K; i++, o += AMX_K_BYTES) {
+        block_q8_K b;
+        qk_ref[GGML_TYPE_Q8_K].act(x + i * QK_K, &b, QK_K);
+        for (int j = 0; j < 8; j++) {
+            for (int r = 0; r < 8; r++)
+                memcpy(o + 512 * j + 64 * r, b.qs + 32 * j + 4 * r, 4);
+            const float bs = (float)(b.bsums[2 * j] + b.bsums[2 * j + 1]);
+            memcpy(o + AMX_K_QS + 64 + 64 * j, &bs, 4);
+        }
+        memcpy(o + AMX_K_QS, &b.d, 4);
+    }
+}
+
+/* Levels and float scales of super-blocks [i0, i0 + ns) of nr weight rows. */
+struct amx_k_chunk {
+    _Alignas(64) uint8_t q[AMX_K_CHUNK][8][16 * 32]; /* [super-block][sub-block][row][32] */
+    float sc[AMX_K_CHUNK][16][8];                     /* d x scale */
+    float mn[AMX_K_CHUNK][16][8];                     /* min */
+    float ndmin[AMX_K_CHUNK][16];                     /* -dmin */
+};
+
+AMX static void amx_q4_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i0, int ns,
+                                struct amx_k_chunk *k)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    for (int s = 0; s < ns; s++)
+        for (int r = 0; r < nr; r++) {
+            const block_q4_K *x = (const block_q4_K *)(w + (size_t)r * ws) + i0 + s;
+            for (int c = 0; c < 4; c++) {
+                const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+                _mm256_store_si256((__m256i *)(k->q[s][2 * c] + 32 * r), _mm256_and_si256(bits, m4));
+                _mm256_store_si256((__m256i *)(k->q[s][2 * c + 1] + 32 * r),
+                                   _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4));
+            }
+            uint32_t u[4];
+            kq_unpack(x->scales, u);
+            const float d = h2f(x->d);
+            for (int j = 0; j < 8; j++) {
+                k->sc[s][r][j] = d * (float)(u[j / 4] >> (8 * (j % 4)) & 0xFF);
+                k->mn[s][r][j] = (float)(u[2 + j / 4] >> (8 * (j % 4)) & 0xFF);
+            }
+            k->ndmin[s][r] = -h2f(x->dmin);
+        }
+}
+
+/* Super-block s of the chunk against one group of 16 columns (ga: that super-block's
+ * activations), into acc. */
+AMX static Q_ALWAYS_INLINE void amx_q4_k_block(const struct amx_k_chunk *k, int s, const uint8_t *ga,
+                                               const int nr, __m512 acc[16])
+{
+    _Alignas(64) int32_t cb[8][256];
+    for (int j = 0; j < 8; j += 4) {
+        _tile_loadd(0, k->q[s][j], 32);
+        _tile_loadd(2, ga + 512 * j, 64);
+        _tile_zero(4);
+        _tile_dpbusd(4, 0, 2);
+        _tile_loadd(1, k->q[s][j + 1], 32);
+        _tile_loadd(3, ga + 512 * (j + 1), 64);
+        _tile_zero(5);
+        _tile_dpbusd(5, 1, 3);
+        _tile_loadd(0, k->q[s][j + 2], 32);
+        _tile_loadd(2, ga + 512 * (j + 2), 64);
+        _tile_zero(6);
+        _tile_dpbusd(6, 0, 2);
+        _tile_loadd(1, k->q[s][j + 3], 32);
+        _tile_loadd(3, ga + 512 * (j + 3), 64);
+        _tile_zero(7);
+        _tile_dpbusd(7, 1, 3);
+        _tile_stored(4, cb[j], 64);
+        _tile_stored(5, cb[j + 1], 64);
+        _tile_stored(6, cb[j + 2], 64);
+        _tile_stored(7, cb[j + 3], 64);
+    }
+    const __m512 da = _mm512_loadu_ps((const float *)(ga + AMX_K_QS));
+    __m512 bs[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+        bs[j] = _mm512_loadu_ps((const float *)(ga + AMX_K_QS + 64 + 64 * j));
+#pragma GCC unroll 16
+    for (int r = 0; r < nr; r++) {
+        __m512 t = _mm512_setzero_ps(), m = _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb[j] + 16 * r)),
+                                _mm512_set1_ps(k->sc[s][r][j]), t);
+            m = _mm512_fmadd_ps(bs[j], _mm512_set1_ps(k->mn[s][r][j]), m);
+        }
+        t = _mm512_fmadd_ps(m, _mm512_set1_ps(k->ndmin[s][r]), t);
+        acc[r] = _mm512_fmadd_ps(t, da, acc[r]);
+    }
+}
+
+AMX static Q_ALWAYS_INLINE void amx_q4_k_rows(int64_t nsb, const uint8_t *w, size_t ws, const int nr,
+                                              const uint8_t *a, size_t as, int nc, float *y, size_t ldy,
+                                              struct amx_k_chunk *k, float (*accs)[16][16])
+{
+    const size_t gbytes = 16 * as;
+    const int ng = (nc + 15) / 16;
+    for (int g = 0; g < ng; g++)
+        for (int r = 0; r < 16; r++)
+            _mm512_store_ps(accs[g][r], _mm512_setzero_ps());
+    for (int64_t i0 = 0; i0 < nsb; i0 += AMX_K_CHUNK) {
+        const int ns = nsb - i0 < AMX_K_CHUNK ? (int)(nsb - i0) : AMX_K_CHUNK;
+        amx_q4_k_unpack(w, ws, nr, i0, ns, k);
+        for (int g = 0; g < ng; g++) {
+            __m512 acc[16];
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++)
+                acc[r] = _mm512_load_ps(accs[g][r]);
+            for (int s = 0; s < ns; s++)
+                amx_q4_k_block(k, s, a + (size_t)g * gbytes + (size_t)(i0 + s) * AMX_K_BYTES, nr, acc);
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++)
+                _mm512_store_ps(accs[g][r], acc[r]);
+        }
+    }
+    for (int g = 0; g < ng; g++) {
+        const int ncg = nc - 16 * g < 16 ? nc - 16 * g : 16;
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < ncg; c++)
+                y[(size_t)(16 * g + c) * ldy + r] = accs[g][r][c];
+    }
+}
+
+#define AMX_K_COLS 128 /* columns a call takes: the unpacked levels serve 8 groups */
+
+AMX static void ptile_q4_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
+                               int nc, float *y, size_t ldy)
+{
+    struct amx_k_chunk k;
+    _Alignas(64) float accs[AMX_K_COLS / 16][16][16];
+    const int64_t nsb = n / QK_K;
+    for (int r = 0; r < nr; r += 16) {
+        const int rr = nr - r < 16 ? nr - r : 16;
+        struct amx_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.palette = 1;
+        for (int t = 0; t < 8; t++) { /* levels 0-1, activations 2-3, sums 4-7 */
+            cfg.colsb[t] = t < 2 ? 32 : 64;
+            cfg.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : rr);
+        }
+        _tile_loadconfig(&cfg);
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
+        if (rr == 16)
+            amx_q4_k_rows(nsb, wr, ws, 16, a, as, nc, y + r, ldy, &k, accs);
+        else
+            amx_q4_k_rows(nsb, wr, ws, rr, a, as, nc, y + r, ldy, &k, accs);
+        _tile_release();
+    }
+}
+
 /* The OS keeps AMX's tile data off until a process asks for it (Linux 5.16+). */
 static bool amx_usable(void)
 {
@@ -1435,6 +1601,12 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
         k[GGML_TYPE_Q8_0].pgroup = 16;
         k[GGML_TYPE_Q8_0].pcols = 64;
         k[GGML_TYPE_Q8_0].pinexact = true;
+        k[GGML_TYPE_Q4_K].ptile = ptile_q4_k_amx;
+        k[GGML_TYPE_Q4_K].pact = pact_q8_k_amx;
+        k[GGML_TYPE_Q4_K].pact_bytes = pact_q8_k_amx_bytes;
+        k[GGML_TYPE_Q4_K].pgroup = 16;
+        k[GGML_TYPE_Q4_K].pcols = AMX_K_COLS;
+        k[GGML_TYPE_Q4_K].pinexact = true;
         return QK_X86_AMX;
     }
 #endif
