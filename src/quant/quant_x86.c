@@ -1377,12 +1377,14 @@ static void pact_q8_k_amx(const float *x, void *dst, int64_t n)
     }
 }
 
-/* Levels and float scales of super-blocks [i0, i0 + ns) of nr weight rows. */
+/* Levels and float scales of super-blocks [i0, i0 + ns) of nr weight rows: per super-block,
+ * each sub-block's levels as a tile of 16 rows (Q4_K: 8 of 32 bytes a row, 0..15; Q6_K: 16 of
+ * 16 bytes, -32..31). */
 struct amx_k_chunk {
-    _Alignas(64) uint8_t q[AMX_K_CHUNK][8][16 * 32]; /* [super-block][sub-block][row][32] */
-    float sc[AMX_K_CHUNK][16][8];                     /* d x scale */
-    float mn[AMX_K_CHUNK][16][8];                     /* min */
-    float ndmin[AMX_K_CHUNK][16];                     /* -dmin */
+    _Alignas(64) uint8_t q[AMX_K_CHUNK][4096];
+    float sc[AMX_K_CHUNK][16][16]; /* [super-block][row][sub-block]: d x scale */
+    float mn[AMX_K_CHUNK][16][8];  /* Q4_K: min */
+    float ndmin[AMX_K_CHUNK][16];  /* Q4_K: -dmin */
 };
 
 AMX static void amx_q4_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i0, int ns,
@@ -1394,8 +1396,8 @@ AMX static void amx_q4_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i0,
             const block_q4_K *x = (const block_q4_K *)(w + (size_t)r * ws) + i0 + s;
             for (int c = 0; c < 4; c++) {
                 const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
-                _mm256_store_si256((__m256i *)(k->q[s][2 * c] + 32 * r), _mm256_and_si256(bits, m4));
-                _mm256_store_si256((__m256i *)(k->q[s][2 * c + 1] + 32 * r),
+                _mm256_store_si256((__m256i *)(k->q[s] + 512 * (2 * c) + 32 * r), _mm256_and_si256(bits, m4));
+                _mm256_store_si256((__m256i *)(k->q[s] + 512 * (2 * c + 1) + 32 * r),
                                    _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4));
             }
             uint32_t u[4];
@@ -1416,19 +1418,19 @@ AMX static Q_ALWAYS_INLINE void amx_q4_k_block(const struct amx_k_chunk *k, int 
 {
     _Alignas(64) int32_t cb[8][256];
     for (int j = 0; j < 8; j += 4) {
-        _tile_loadd(0, k->q[s][j], 32);
+        _tile_loadd(0, k->q[s] + 512 * j, 32);
         _tile_loadd(2, ga + 512 * j, 64);
         _tile_zero(4);
         _tile_dpbusd(4, 0, 2);
-        _tile_loadd(1, k->q[s][j + 1], 32);
+        _tile_loadd(1, k->q[s] + 512 * (j + 1), 32);
         _tile_loadd(3, ga + 512 * (j + 1), 64);
         _tile_zero(5);
         _tile_dpbusd(5, 1, 3);
-        _tile_loadd(0, k->q[s][j + 2], 32);
+        _tile_loadd(0, k->q[s] + 512 * (j + 2), 32);
         _tile_loadd(2, ga + 512 * (j + 2), 64);
         _tile_zero(6);
         _tile_dpbusd(6, 0, 2);
-        _tile_loadd(1, k->q[s][j + 3], 32);
+        _tile_loadd(1, k->q[s] + 512 * (j + 3), 32);
         _tile_loadd(3, ga + 512 * (j + 3), 64);
         _tile_zero(7);
         _tile_dpbusd(7, 1, 3);
@@ -1456,9 +1458,73 @@ AMX static Q_ALWAYS_INLINE void amx_q4_k_block(const struct amx_k_chunk *k, int 
     }
 }
 
-AMX static Q_ALWAYS_INLINE void amx_q4_k_rows(int64_t nsb, const uint8_t *w, size_t ws, const int nr,
+/* Q6_K: 16 sub-blocks of 16, levels q - 32 signed, one signed scale each, no mins. The
+ * activations' layout is that of Q4_K (element e of a super-block in row e / 4 of 64 bytes),
+ * so sub-block j is rows 4j to 4j + 3. */
+AMX static void amx_q6_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i0, int ns,
+                                struct amx_k_chunk *k)
+{
+    const __m256i off = _mm256_set1_epi8(32);
+    for (int s = 0; s < ns; s++)
+        for (int r = 0; r < nr; r++) {
+            const block_q6_K *x = (const block_q6_K *)(w + (size_t)r * ws) + i0 + s;
+            for (int h = 0; h < 2; h++) {
+                __m256i q[4];
+                q6k_quarters(x->ql + 64 * h, x->qh + 32 * h, q);
+                for (int c = 0; c < 4; c++) {
+                    const __m256i v = _mm256_sub_epi8(q[c], off);
+                    const int j = 8 * h + 2 * c;
+                    _mm_store_si128((__m128i *)(k->q[s] + 256 * j + 16 * r), _mm256_castsi256_si128(v));
+                    _mm_store_si128((__m128i *)(k->q[s] + 256 * (j + 1) + 16 * r), _mm256_extracti128_si256(v, 1));
+                }
+            }
+            const float d = h2f(x->d);
+            for (int j = 0; j < 16; j++)
+                k->sc[s][r][j] = d * (float)x->scales[j];
+        }
+}
+
+AMX static Q_ALWAYS_INLINE void amx_q6_k_block(const struct amx_k_chunk *k, int s, const uint8_t *ga,
+                                               const int nr, __m512 acc[16])
+{
+    _Alignas(64) int32_t cb[16][256];
+    for (int j = 0; j < 16; j += 4) {
+        _tile_loadd(0, k->q[s] + 256 * j, 16);
+        _tile_loadd(2, ga + 256 * j, 64);
+        _tile_zero(4);
+        _tile_dpbssd(4, 0, 2);
+        _tile_loadd(1, k->q[s] + 256 * (j + 1), 16);
+        _tile_loadd(3, ga + 256 * (j + 1), 64);
+        _tile_zero(5);
+        _tile_dpbssd(5, 1, 3);
+        _tile_loadd(0, k->q[s] + 256 * (j + 2), 16);
+        _tile_loadd(2, ga + 256 * (j + 2), 64);
+        _tile_zero(6);
+        _tile_dpbssd(6, 0, 2);
+        _tile_loadd(1, k->q[s] + 256 * (j + 3), 16);
+        _tile_loadd(3, ga + 256 * (j + 3), 64);
+        _tile_zero(7);
+        _tile_dpbssd(7, 1, 3);
+        _tile_stored(4, cb[j], 64);
+        _tile_stored(5, cb[j + 1], 64);
+        _tile_stored(6, cb[j + 2], 64);
+        _tile_stored(7, cb[j + 3], 64);
+    }
+    const __m512 da = _mm512_loadu_ps((const float *)(ga + AMX_K_QS));
+#pragma GCC unroll 16
+    for (int r = 0; r < nr; r++) {
+        __m512 t = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++)
+            t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb[j] + 16 * r)),
+                                _mm512_set1_ps(k->sc[s][r][j]), t);
+        acc[r] = _mm512_fmadd_ps(t, da, acc[r]);
+    }
+}
+
+AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t ws, const int nr,
                                               const uint8_t *a, size_t as, int nc, float *y, size_t ldy,
-                                              struct amx_k_chunk *k, float (*accs)[16][16])
+                                              struct amx_k_chunk *k, float (*accs)[16][16], const int q6)
 {
     const size_t gbytes = 16 * as;
     const int ng = (nc + 15) / 16;
@@ -1467,14 +1533,22 @@ AMX static Q_ALWAYS_INLINE void amx_q4_k_rows(int64_t nsb, const uint8_t *w, siz
             _mm512_store_ps(accs[g][r], _mm512_setzero_ps());
     for (int64_t i0 = 0; i0 < nsb; i0 += AMX_K_CHUNK) {
         const int ns = nsb - i0 < AMX_K_CHUNK ? (int)(nsb - i0) : AMX_K_CHUNK;
-        amx_q4_k_unpack(w, ws, nr, i0, ns, k);
+        if (q6)
+            amx_q6_k_unpack(w, ws, nr, i0, ns, k);
+        else
+            amx_q4_k_unpack(w, ws, nr, i0, ns, k);
         for (int g = 0; g < ng; g++) {
             __m512 acc[16];
 #pragma GCC unroll 16
             for (int r = 0; r < 16; r++)
                 acc[r] = _mm512_load_ps(accs[g][r]);
-            for (int s = 0; s < ns; s++)
-                amx_q4_k_block(k, s, a + (size_t)g * gbytes + (size_t)(i0 + s) * AMX_K_BYTES, nr, acc);
+            for (int s = 0; s < ns; s++) {
+                const uint8_t *ga = a + (size_t)g * gbytes + (size_t)(i0 + s) * AMX_K_BYTES;
+                if (q6)
+                    amx_q6_k_block(k, s, ga, nr, acc);
+                else
+                    amx_q4_k_block(k, s, ga, nr, acc);
+            }
 #pragma GCC unroll 16
             for (int r = 0; r < 16; r++)
                 _mm512_store_ps(accs[g][r], acc[r]);
@@ -1490,8 +1564,8 @@ AMX static Q_ALWAYS_INLINE void amx_q4_k_rows(int64_t nsb, const uint8_t *w, siz
 
 #define AMX_K_COLS 128 /* columns a call takes: the unpacked levels serve 8 groups */
 
-AMX static void ptile_q4_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
-                               int nc, float *y, size_t ldy)
+AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a,
+                                            size_t as, int nc, float *y, size_t ldy, const int q6)
 {
     struct amx_k_chunk k;
     _Alignas(64) float accs[AMX_K_COLS / 16][16][16];
@@ -1502,17 +1576,29 @@ AMX static void ptile_q4_k_amx(int64_t n, const void *w, size_t ws, int nr, cons
         memset(&cfg, 0, sizeof cfg);
         cfg.palette = 1;
         for (int t = 0; t < 8; t++) { /* levels 0-1, activations 2-3, sums 4-7 */
-            cfg.colsb[t] = t < 2 ? 32 : 64;
-            cfg.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : rr);
+            cfg.colsb[t] = t < 2 ? (q6 ? 16 : 32) : 64;
+            cfg.rows[t] = (uint8_t)(t == 2 || t == 3 ? (q6 ? 4 : 8) : rr);
         }
         _tile_loadconfig(&cfg);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
         if (rr == 16)
-            amx_q4_k_rows(nsb, wr, ws, 16, a, as, nc, y + r, ldy, &k, accs);
+            amx_k_rows(nsb, wr, ws, 16, a, as, nc, y + r, ldy, &k, accs, q6);
         else
-            amx_q4_k_rows(nsb, wr, ws, rr, a, as, nc, y + r, ldy, &k, accs);
+            amx_k_rows(nsb, wr, ws, rr, a, as, nc, y + r, ldy, &k, accs, q6);
         _tile_release();
     }
+}
+
+AMX static void ptile_q4_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
+                               int nc, float *y, size_t ldy)
+{
+    ptile_k_amx(n, w, ws, nr, a, as, nc, y, ldy, 0);
+}
+
+AMX static void ptile_q6_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
+                               int nc, float *y, size_t ldy)
+{
+    ptile_k_amx(n, w, ws, nr, a, as, nc, y, ldy, 1);
 }
 
 /* The OS keeps AMX's tile data off until a process asks for it (Linux 5.16+). */
@@ -1602,11 +1688,15 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
         k[GGML_TYPE_Q8_0].pcols = 64;
         k[GGML_TYPE_Q8_0].pinexact = true;
         k[GGML_TYPE_Q4_K].ptile = ptile_q4_k_amx;
-        k[GGML_TYPE_Q4_K].pact = pact_q8_k_amx;
-        k[GGML_TYPE_Q4_K].pact_bytes = pact_q8_k_amx_bytes;
-        k[GGML_TYPE_Q4_K].pgroup = 16;
-        k[GGML_TYPE_Q4_K].pcols = AMX_K_COLS;
-        k[GGML_TYPE_Q4_K].pinexact = true;
+        k[GGML_TYPE_Q6_K].ptile = ptile_q6_k_amx;
+        for (int t = 0; t < 2; t++) {
+            struct qkernels *kt = &k[t ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K];
+            kt->pact = pact_q8_k_amx;
+            kt->pact_bytes = pact_q8_k_amx_bytes;
+            kt->pgroup = 16;
+            kt->pcols = AMX_K_COLS;
+            kt->pinexact = true;
+        }
         return QK_X86_AMX;
     }
 #endif
