@@ -9,9 +9,9 @@
  *    operations as a single dot, so a batch gives exactly the single results);
  *  - AVX-512 VNNI: prompt tiles of Q8_0/Q4_0 (two weight rows by up to 8 columns in registers,
  *    over activations laid out for them), bit-identical to the AVX-512 dot products;
- *  - AMX-INT8 (Linux, where the OS grants the tile data): prompt tiles of Q8_0, 16 rows by 16
- *    columns a tile multiply; the same sums added in another order than the dot products
- *    (within rounding, not bit-identical).
+ *  - AMX-INT8 (Linux, where the OS grants the tile data): prompt tiles of Q8_0, Q4_K, Q5_K and
+ *    Q6_K, 16 rows by 16 columns a tile multiply; the same sums added in another order than the
+ *    dot products (within rounding, not bit-identical).
  *
  * Dequantization does the same float operations as the scalar reference (a multiply, then a
  * separate subtract: never a fused multiply-add), so its results are bit-identical. The dot
@@ -1387,27 +1387,36 @@ struct amx_k_chunk {
     float ndmin[AMX_K_CHUNK][16];  /* Q4_K: -dmin */
 };
 
-AMX static void amx_q4_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i0, int ns,
-                                struct amx_k_chunk *k)
+/* Q4_K / Q5_K (q5: the fifth bit of sub-block j from bit j of qh). */
+AMX static Q_ALWAYS_INLINE void amx_q4_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i0, int ns,
+                                                struct amx_k_chunk *k, const int q5)
 {
-    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
     for (int s = 0; s < ns; s++)
         for (int r = 0; r < nr; r++) {
-            const block_q4_K *x = (const block_q4_K *)(w + (size_t)r * ws) + i0 + s;
+            const block_q4_K *x4 = (const block_q4_K *)(w + (size_t)r * ws) + i0 + s;
+            const block_q5_K *x5 = (const block_q5_K *)(w + (size_t)r * ws) + i0 + s;
+            const uint8_t *qs = q5 ? x5->qs : x4->qs;
+            const __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
+#pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
-                const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
-                _mm256_store_si256((__m256i *)(k->q[s] + 512 * (2 * c) + 32 * r), _mm256_and_si256(bits, m4));
-                _mm256_store_si256((__m256i *)(k->q[s] + 512 * (2 * c + 1) + 32 * r),
-                                   _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4));
+                const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+                __m256i lo = _mm256_and_si256(bits, m4), hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+                if (q5) {
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one), 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one), 4));
+                }
+                _mm256_store_si256((__m256i *)(k->q[s] + 512 * (2 * c) + 32 * r), lo);
+                _mm256_store_si256((__m256i *)(k->q[s] + 512 * (2 * c + 1) + 32 * r), hi);
             }
             uint32_t u[4];
-            kq_unpack(x->scales, u);
-            const float d = h2f(x->d);
+            kq_unpack(q5 ? x5->scales : x4->scales, u);
+            const float d = h2f(q5 ? x5->d : x4->d);
             for (int j = 0; j < 8; j++) {
                 k->sc[s][r][j] = d * (float)(u[j / 4] >> (8 * (j % 4)) & 0xFF);
                 k->mn[s][r][j] = (float)(u[2 + j / 4] >> (8 * (j % 4)) & 0xFF);
             }
-            k->ndmin[s][r] = -h2f(x->dmin);
+            k->ndmin[s][r] = -h2f(q5 ? x5->dmin : x4->dmin);
         }
 }
 
@@ -1524,8 +1533,9 @@ AMX static Q_ALWAYS_INLINE void amx_q6_k_block(const struct amx_k_chunk *k, int 
 
 AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t ws, const int nr,
                                               const uint8_t *a, size_t as, int nc, float *y, size_t ldy,
-                                              struct amx_k_chunk *k, float (*accs)[16][16], const int q6)
+                                              struct amx_k_chunk *k, float (*accs)[16][16], const int kind)
 {
+    const int q6 = kind == GGML_TYPE_Q6_K;
     const size_t gbytes = 16 * as;
     const int ng = (nc + 15) / 16;
     for (int g = 0; g < ng; g++)
@@ -1535,8 +1545,10 @@ AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t
         const int ns = nsb - i0 < AMX_K_CHUNK ? (int)(nsb - i0) : AMX_K_CHUNK;
         if (q6)
             amx_q6_k_unpack(w, ws, nr, i0, ns, k);
+        else if (kind == GGML_TYPE_Q5_K)
+            amx_q4_k_unpack(w, ws, nr, i0, ns, k, 1);
         else
-            amx_q4_k_unpack(w, ws, nr, i0, ns, k);
+            amx_q4_k_unpack(w, ws, nr, i0, ns, k, 0);
         for (int g = 0; g < ng; g++) {
             __m512 acc[16];
 #pragma GCC unroll 16
@@ -1565,8 +1577,9 @@ AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t
 #define AMX_K_COLS 128 /* columns a call takes: the unpacked levels serve 8 groups */
 
 AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a,
-                                            size_t as, int nc, float *y, size_t ldy, const int q6)
+                                            size_t as, int nc, float *y, size_t ldy, const int kind)
 {
+    const int q6 = kind == GGML_TYPE_Q6_K;
     struct amx_k_chunk k;
     _Alignas(64) float accs[AMX_K_COLS / 16][16][16];
     const int64_t nsb = n / QK_K;
@@ -1582,9 +1595,9 @@ AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws,
         _tile_loadconfig(&cfg);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
         if (rr == 16)
-            amx_k_rows(nsb, wr, ws, 16, a, as, nc, y + r, ldy, &k, accs, q6);
+            amx_k_rows(nsb, wr, ws, 16, a, as, nc, y + r, ldy, &k, accs, kind);
         else
-            amx_k_rows(nsb, wr, ws, rr, a, as, nc, y + r, ldy, &k, accs, q6);
+            amx_k_rows(nsb, wr, ws, rr, a, as, nc, y + r, ldy, &k, accs, kind);
         _tile_release();
     }
 }
@@ -1592,13 +1605,19 @@ AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws,
 AMX static void ptile_q4_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
                                int nc, float *y, size_t ldy)
 {
-    ptile_k_amx(n, w, ws, nr, a, as, nc, y, ldy, 0);
+    ptile_k_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q4_K);
 }
 
 AMX static void ptile_q6_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
                                int nc, float *y, size_t ldy)
 {
-    ptile_k_amx(n, w, ws, nr, a, as, nc, y, ldy, 1);
+    ptile_k_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q6_K);
+}
+
+AMX static void ptile_q5_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
+                               int nc, float *y, size_t ldy)
+{
+    ptile_k_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q5_K);
 }
 
 /* The OS keeps AMX's tile data off until a process asks for it (Linux 5.16+). */
@@ -1688,9 +1707,11 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
         k[GGML_TYPE_Q8_0].pcols = 64;
         k[GGML_TYPE_Q8_0].pinexact = true;
         k[GGML_TYPE_Q4_K].ptile = ptile_q4_k_amx;
+        k[GGML_TYPE_Q5_K].ptile = ptile_q5_k_amx;
         k[GGML_TYPE_Q6_K].ptile = ptile_q6_k_amx;
-        for (int t = 0; t < 2; t++) {
-            struct qkernels *kt = &k[t ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K];
+        static const int kq[3] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+        for (int t = 0; t < 3; t++) {
+            struct qkernels *kt = &k[kq[t]];
             kt->pact = pact_q8_k_amx;
             kt->pact_bytes = pact_q8_k_amx_bytes;
             kt->pgroup = 16;
