@@ -1078,6 +1078,8 @@ int cmd_bench(int argc, char **argv)
     }
     /* Decode reads every weight once per token: that over the bandwidth bounds tg. */
     double wb = (double)info.weight_bytes_per_token;
+    if (!strcmp(info.backend, "cpu"))
+        printf("\ncpu kernels: %s", quant_cpu_kernels());
     printf("\nweights read per generated token: %.1f MiB", wb / (1 << 20));
     if (bw > 0 && wb > 0) {
         double limit = bw * 1e9 / wb;

@@ -68,6 +68,14 @@ static const struct qkernels *kernels(bool ref)
     return ref ? qk_ref : qk_fast;
 }
 
+const char *quant_cpu_kernels(void)
+{
+    pthread_once(&qk_once, qk_init_once);
+    static const char *const names[] = {"scalar", "AVX2", "AVX2 + AVX-VNNI", "AVX-512",
+                                        "AVX-512 VNNI", "AVX-512 VNNI + AMX-INT8 prompts"};
+    return qk_x86_level >= 0 && qk_x86_level <= QK_X86_AMX ? names[qk_x86_level] : "?";
+}
+
 static brasa_status check_row(uint32_t type, int64_t n, struct brasa_err *err)
 {
     const struct qtype_info *q = qtype_get(type);

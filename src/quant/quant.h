@@ -83,6 +83,8 @@ float quant_vec_dot_ref(uint32_t wtype, int64_t n, const void *w_row, const void
  * in wtype, X is n_cols rows of k floats, Y is n_cols rows of n_rows floats. X is first converted
  * to vec_dot_type (scratch: quant_matmul_scratch_bytes). Threads split the rows of W. */
 size_t quant_matmul_scratch_bytes(uint32_t wtype, int64_t k, int64_t n_cols);
+/* The CPU kernels chosen for this processor, in words ("AVX2", "AVX-512 VNNI", ...). */
+const char *quant_cpu_kernels(void);
 /* Whether a batch of n_cols gives exactly the results of one column at a time (quant_vec_dot):
  * true but where the CPU's prompt kernels add in another order (AMX tiles: within rounding). */
 bool quant_matmul_exact(uint32_t wtype, int64_t n_cols);

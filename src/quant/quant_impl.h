@@ -54,6 +54,8 @@ enum {
     QK_X86_AMX = 5,       /* and AMX-INT8 tiles, where the OS grants them (Linux) */
 };
 int qk_x86_init_level(struct qkernels *k, int max_level);
+/* The level qk_x86_init chose (0 before it ran, or off x86). */
+extern int qk_x86_level;
 
 /* ggml's nearest_int: round to nearest, ties to even (|x| < 2^22). */
 static inline int qk_nearest_int(float x)

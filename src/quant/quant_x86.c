@@ -1724,6 +1724,8 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     return QK_X86_VNNI;
 }
 
+int qk_x86_level;
+
 void qk_x86_init(struct qkernels *k)
 {
     const bool no_vnni = getenv("BRASA_NO_VNNI") != NULL;
@@ -1731,10 +1733,12 @@ void qk_x86_init(struct qkernels *k)
                 : no_vnni                 ? QK_X86_AVX512
                 : getenv("BRASA_NO_AMX")  ? QK_X86_VNNI
                                           : QK_X86_AMX;
-    qk_x86_init_level(k, level);
+    qk_x86_level = qk_x86_init_level(k, level);
 }
 
 #else
+int qk_x86_level;
+
 int qk_x86_init_level(struct qkernels *k, int max_level)
 {
     (void)k;
