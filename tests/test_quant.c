@@ -382,6 +382,34 @@ TEST(simd_levels_tiles)
         if (qk_x86_init_level(tab, level) != level)
             continue; /* this CPU lacks it */
         levels++;
+        /* activation conversions: the reference's bytes, ties and zero blocks included */
+        for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++) {
+            if (!tab[t].act || tab[t].act == qk_ref[t].act)
+                continue;
+            const int64_t n = 2048;
+            float *x = malloc(sizeof(float) * n);
+            size_t rb = qtype_row_bytes(t, n);
+            uint8_t *o1 = malloc(rb), *o2 = malloc(rb);
+            for (int rep = 0; rep < 8; rep++) {
+                rand_floats(x, n, &s);
+                for (int64_t i = 0; i < n; i++)
+                    if (rep & 1)
+                        x[i] = (float)((int)(x[i] * 8)) * 0.5f; /* halves: rounding ties */
+                if (rep == 2)
+                    memset(x, 0, sizeof(float) * 256); /* a zero block */
+                if (rep == 4 || rep == 6) { /* two of the largest magnitude: the first one counts */
+                    x[9] = rep == 4 ? -4.0f : 4.0f;
+                    x[10] = -x[9];
+                }
+                tab[t].act(x, o1, n);
+                qk_ref[t].act(x, o2, n);
+                CHECKF(!memcmp(o1, o2, rb), "level %d %s activations differ from the reference",
+                       level, qtype_get(t)->name);
+            }
+            free(x);
+            free(o1);
+            free(o2);
+        }
         for (size_t ti = 0; ti < N_WTYPES; ti++) {
             uint32_t t = weight_types[ti], at = qtype_get(t)->vec_dot_type;
             const struct qkernels *kw = &tab[t];

@@ -787,6 +787,42 @@ AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *a)
     return r;
 }
 
+/* Q8_K activations as act_q8_k converts them: the value of largest magnitude (the first one on
+ * a tie) sets iscale = -127 / max, q = min(127, round-half-even(iscale x)), d = 1 / iscale,
+ * and the sums of each 16. The rounding instruction under the default rounding mode is ggml's
+ * nearest_int for these magnitudes, so the bytes are the reference's. */
+AVX512 static void act_q8_k_avx512(const float *x, void *dst, int64_t n)
+{
+    block_q8_K *y = dst;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m512 am = _mm512_setzero_ps();
+        for (int v = 0; v < 16; v++)
+            am = _mm512_max_ps(am, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * v)));
+        const float amax = _mm512_reduce_max_ps(am);
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float max = 0;
+        for (int v = 0; v < 16; v++) {
+            const __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * v)),
+                                                   _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (m) {
+                max = x[16 * v + __builtin_ctz(m)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        for (int v = 0; v < 16; v++) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(x + 16 * v)));
+            q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * v), _mm512_cvtepi32_epi8(q));
+            y[i].bsums[v] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
 /* Q8_0 (and Q4_0 through the same core), nc columns at once, two 32-blocks per 512-bit vector:
  * |w| times the activation with w's sign (exact in 8 bits x 8 bits), pairs summed. */
 AVX512 static inline __m512i two_blocks(const int8_t *p0, const int8_t *p1)
@@ -1366,7 +1402,7 @@ static void pact_q8_k_amx(const float *x, void *dst, int64_t n)
     uint8_t *o = dst; /* this column's slot of its group: 4 bytes apart from its neighbours */
     for (int64_t i = 0; i < n / QK_K; i++, o += AMX_K_BYTES) {
         block_q8_K b;
-        qk_ref[GGML_TYPE_Q8_K].act(x + i * QK_K, &b, QK_K);
+        act_q8_k_avx512(x + i * QK_K, &b, QK_K);
         for (int j = 0; j < 8; j++) {
             for (int r = 0; r < 8; r++)
                 memcpy(o + 512 * j + 64 * r, b.qs + 32 * j + 4 * r, 4);
@@ -1684,6 +1720,7 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
         return avxvnni ? QK_X86_AVX2_VNNI : QK_X86_AVX2;
     /* the AVX-512 dot products add in another order than the AVX2 tiles */
     k[GGML_TYPE_Q8_0].ptile = k[GGML_TYPE_Q4_0].ptile = NULL;
+    k[GGML_TYPE_Q8_K].act = act_q8_k_avx512;
     k[GGML_TYPE_Q4_K].dot = dot_q4_k_avx512;
     k[GGML_TYPE_Q6_K].dot = dot_q6_k_avx512;
     k[GGML_TYPE_Q4_K].tile = tile_q4_k_avx512;
