@@ -1456,34 +1456,52 @@ AMX static Q_ALWAYS_INLINE void amx_q4_k_unpack(const uint8_t *w, size_t ws, int
         }
 }
 
+/* Four sub-blocks in a row: levels at q (q_step bytes apart, rows of q_row bytes) against the
+ * activations at ga (a_step apart, rows of 64 bytes), the sums into cb[0..3]; signed levels
+ * (Q6_K) or unsigned (Q4_K/Q5_K). Tiles 0-1 levels, 2-3 activations, 4-7 sums. */
+AMX static Q_ALWAYS_INLINE void amx_four(const uint8_t *q, int q_step, int q_row, const uint8_t *ga,
+                                         int a_step, int32_t (*cb)[256], const int sgn)
+{
+    _tile_loadd(0, q, q_row);
+    _tile_loadd(2, ga, 64);
+    _tile_zero(4);
+    _tile_loadd(1, q + q_step, q_row);
+    _tile_loadd(3, ga + a_step, 64);
+    _tile_zero(5);
+    if (sgn) {
+        _tile_dpbssd(4, 0, 2);
+        _tile_dpbssd(5, 1, 3);
+    } else {
+        _tile_dpbusd(4, 0, 2);
+        _tile_dpbusd(5, 1, 3);
+    }
+    _tile_loadd(0, q + 2 * q_step, q_row);
+    _tile_loadd(2, ga + 2 * a_step, 64);
+    _tile_zero(6);
+    _tile_loadd(1, q + 3 * q_step, q_row);
+    _tile_loadd(3, ga + 3 * a_step, 64);
+    _tile_zero(7);
+    if (sgn) {
+        _tile_dpbssd(6, 0, 2);
+        _tile_dpbssd(7, 1, 3);
+    } else {
+        _tile_dpbusd(6, 0, 2);
+        _tile_dpbusd(7, 1, 3);
+    }
+    _tile_stored(4, cb[0], 64);
+    _tile_stored(5, cb[1], 64);
+    _tile_stored(6, cb[2], 64);
+    _tile_stored(7, cb[3], 64);
+}
+
 /* Super-block s of the chunk against one group of 16 columns (ga: that super-block's
  * activations), into acc. */
 AMX static Q_ALWAYS_INLINE void amx_q4_k_block(const struct amx_k_chunk *k, int s, const uint8_t *ga,
                                                const int nr, __m512 acc[16])
 {
     _Alignas(64) int32_t cb[8][256];
-    for (int j = 0; j < 8; j += 4) {
-        _tile_loadd(0, k->q[s] + 512 * j, 32);
-        _tile_loadd(2, ga + 512 * j, 64);
-        _tile_zero(4);
-        _tile_dpbusd(4, 0, 2);
-        _tile_loadd(1, k->q[s] + 512 * (j + 1), 32);
-        _tile_loadd(3, ga + 512 * (j + 1), 64);
-        _tile_zero(5);
-        _tile_dpbusd(5, 1, 3);
-        _tile_loadd(0, k->q[s] + 512 * (j + 2), 32);
-        _tile_loadd(2, ga + 512 * (j + 2), 64);
-        _tile_zero(6);
-        _tile_dpbusd(6, 0, 2);
-        _tile_loadd(1, k->q[s] + 512 * (j + 3), 32);
-        _tile_loadd(3, ga + 512 * (j + 3), 64);
-        _tile_zero(7);
-        _tile_dpbusd(7, 1, 3);
-        _tile_stored(4, cb[j], 64);
-        _tile_stored(5, cb[j + 1], 64);
-        _tile_stored(6, cb[j + 2], 64);
-        _tile_stored(7, cb[j + 3], 64);
-    }
+    for (int j = 0; j < 8; j += 4)
+        amx_four(k->q[s] + 512 * j, 512, 32, ga + 512 * j, 512, cb + j, 0);
     const __m512 da = _mm512_loadu_ps((const float *)(ga + AMX_K_QS));
     __m512 bs[8];
 #pragma GCC unroll 8
@@ -1533,28 +1551,8 @@ AMX static Q_ALWAYS_INLINE void amx_q6_k_block(const struct amx_k_chunk *k, int 
                                                const int nr, __m512 acc[16])
 {
     _Alignas(64) int32_t cb[16][256];
-    for (int j = 0; j < 16; j += 4) {
-        _tile_loadd(0, k->q[s] + 256 * j, 16);
-        _tile_loadd(2, ga + 256 * j, 64);
-        _tile_zero(4);
-        _tile_dpbssd(4, 0, 2);
-        _tile_loadd(1, k->q[s] + 256 * (j + 1), 16);
-        _tile_loadd(3, ga + 256 * (j + 1), 64);
-        _tile_zero(5);
-        _tile_dpbssd(5, 1, 3);
-        _tile_loadd(0, k->q[s] + 256 * (j + 2), 16);
-        _tile_loadd(2, ga + 256 * (j + 2), 64);
-        _tile_zero(6);
-        _tile_dpbssd(6, 0, 2);
-        _tile_loadd(1, k->q[s] + 256 * (j + 3), 16);
-        _tile_loadd(3, ga + 256 * (j + 3), 64);
-        _tile_zero(7);
-        _tile_dpbssd(7, 1, 3);
-        _tile_stored(4, cb[j], 64);
-        _tile_stored(5, cb[j + 1], 64);
-        _tile_stored(6, cb[j + 2], 64);
-        _tile_stored(7, cb[j + 3], 64);
-    }
+    for (int j = 0; j < 16; j += 4)
+        amx_four(k->q[s] + 256 * j, 256, 16, ga + 256 * j, 256, cb + j, 1);
     const __m512 da = _mm512_loadu_ps((const float *)(ga + AMX_K_QS));
 #pragma GCC unroll 16
     for (int r = 0; r < nr; r++) {
