@@ -25,6 +25,9 @@ struct brasa_model_opts {
                                     * and this process's first */
     const char *tp_id;             /* the file through which the processes share NCCL's id */
     bool verbose;
+    /* The CPU backend moves the weights out of the file's mapping into memory in huge pages
+     * where the system has it to spare (decode streams them faster); true: keep the mapping. */
+    bool keep_mapped;
     /* Called during load with a fraction in [0, 1]; may be NULL. */
     void (*progress)(void *ud, float fraction);
     void *progress_ud;

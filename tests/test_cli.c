@@ -288,6 +288,12 @@ TEST(stories_greedy_text)
     CHECK(rc == 0);
     CHECKF(out && !strncmp(out, want, strlen(want)), "got '%s'", out ? out : "");
     free(out);
+    /* the same with the weights read from the file's mapping (not moved into memory) */
+    snprintf(cmd, sizeof cmd, "%s run -m '%s' -p 'Once upon a time' -n 40 --temp 0 -t 2 --mmap 2>/dev/null",
+             test_brasa_bin(), model);
+    out = run_cmd(cmd, &rc);
+    CHECKF(rc == 0 && out && !strncmp(out, want, strlen(want)), "--mmap: got '%s'", out ? out : "");
+    free(out);
     /* A continuation keeps the space that starts its first piece. */
     snprintf(cmd, sizeof cmd,
              "%s run -m '%s' -p 'Once upon a time, there was a' -n 5 --temp 0 -t 2 --gpu-duty 0.6 "

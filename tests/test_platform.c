@@ -47,6 +47,38 @@ TEST(map_file_matches_contents)
     free(buf);
 }
 
+/* The bytes moved into memory at the same address: the same contents, still readable. */
+TEST(map_to_memory_keeps_address_and_bytes)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/brasa-test-plat-mem-%d.bin", tmp_dir(), plat_pid());
+    unsigned long long seed = test_seed();
+    size_t n = (3u << 20) + 12345; /* over a huge page, not a whole number of pages */
+    unsigned char *buf = malloc(n);
+    REQUIRE(buf);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (unsigned char)test_rand_u64(&seed);
+    FILE *f = plat_fopen(path, "wb");
+    REQUIRE(f);
+    CHECK(fwrite(buf, 1, n, f) == n);
+    fclose(f);
+    struct plat_map m;
+    struct brasa_err err = {{0}};
+    REQUIRE(plat_map_file(&m, path, &err) == BRASA_OK);
+    const void *at = m.data;
+    brasa_status st = plat_map_to_memory(&m, &err);
+#if defined(__linux__)
+    CHECKF(st == BRASA_OK || st == BRASA_ENOMEM, "%s", err.msg);
+#else
+    CHECK(st == BRASA_EUNSUPPORTED);
+#endif
+    /* moved or not, the same bytes at the same address */
+    CHECK(m.data == at && m.size == n && memcmp(m.data, buf, n) == 0);
+    plat_unmap(&m);
+    remove(path);
+    free(buf);
+}
+
 TEST(map_errors_name_the_file)
 {
     struct plat_map m;
@@ -135,6 +167,6 @@ TEST(clock_cpus_threads)
     pool_free(p);
 }
 
-TEST_MAIN(T(map_file_matches_contents), T(map_errors_name_the_file), T(empty_file_maps_to_empty),
-          T(mkdirs_and_cache_dir), T(aligned_memory), T(dlopen_missing_library),
+TEST_MAIN(T(map_file_matches_contents), T(map_to_memory_keeps_address_and_bytes),
+          T(map_errors_name_the_file), T(empty_file_maps_to_empty), T(mkdirs_and_cache_dir), T(aligned_memory), T(dlopen_missing_library),
           T(clock_cpus_threads))

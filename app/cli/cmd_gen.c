@@ -46,9 +46,14 @@ static void gen_args_init(struct gen_args *a)
     {NULL, "--tp-rank", OPT_INT, &(c)->rank, "R", "with --gpus: this process's first rank (0)"},   \
     {NULL, "--tp-id", OPT_STR, &(c)->id, "FILE", "with --tp-world: NCCL's id, rank 0 writes it"}
 
+#define MMAP_OPT(c)                                                                              \
+    {NULL, "--mmap", OPT_FLAG, &(c)->keep_mapped, NULL,                                            \
+     "CPU: read the weights from the file's mapping (default: moved into memory, huge pages)"}
+
 #define MODEL_OPTS(a)                                                                            \
     {"-m", "--model", OPT_STR, &(a)->model, "FILE", "GGUF model file"},                            \
     {"-t", "--threads", OPT_INT, &(a)->cm.threads, "N", "threads (default: all cores)"},           \
+    MMAP_OPT(&(a)->cm),                                                                            \
     TP_OPTS(&(a)->cm),                                                                             \
     {"-c", "--ctx", OPT_INT, &(a)->ctx, "N", "context length (default: from the file, capped)"},   \
     {NULL, "--kv-type", OPT_STR, &(a)->kv, "f16|f32", "KV cache type (default f16; logits: f32)"}
@@ -1010,6 +1015,7 @@ int cmd_bench(int argc, char **argv)
         {"-n", "--n-gen", OPT_INT, &n_g, "N", "tokens per tg test (128; 0 = skip)"},
         {"-r", "--repetitions", OPT_INT, &reps, "N", "repetitions (5)"},
         {"-t", "--threads", OPT_INT, &a.cm.threads, "N", "threads (default: all cores)"},
+        MMAP_OPT(&a.cm),
         TP_OPTS(&a.cm),
         {NULL, "--kv-type", OPT_STR, &a.kv, "f16|f32", "KV cache type (default f16)"},
         {NULL, "--bw", OPT_FLOAT, &bw, "GB/s", "measured read bandwidth: also print the decode roofline"},

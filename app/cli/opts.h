@@ -52,6 +52,7 @@ void progress_cb(void *ud, float fraction);
  * processes --tp-world, --tp-rank, --tp-id) */
 struct cli_model {
     int threads, world, rank;
+    bool keep_mapped; /* --mmap */
     const char *gpus; /* a count or a list (brasa_gpus_parse) */
     const char *id;
 };

@@ -177,7 +177,7 @@ static bool do_load(struct srv *s, const struct srv_model_entry *e, struct brasa
 
     const int *ids = s->cfg.n_gpus && s->cfg.gpu_ids[0] >= 0 ? s->cfg.gpu_ids : NULL;
     struct brasa_model_opts mo = {.n_threads = s->cfg.n_threads, .n_gpus = s->cfg.n_gpus,
-                                  .gpu_ids = ids};
+                                  .gpu_ids = ids, .keep_mapped = s->cfg.keep_mapped};
     struct brasa_model *m = NULL;
     struct brasa_session *ss = NULL;
     enum chat_template_id tmpl = CHAT_TMPL_NONE;

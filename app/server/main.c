@@ -39,6 +39,8 @@ static void usage(FILE *f)
             "  -t, --threads N        engine threads (default: all cores)\n"
             "  --gpus N|2,3           split each model over GPUs 0..N-1, or these (NCCL)\n"
             "  -c, --ctx N            context length per model (default: from the file, capped)\n"
+            "  --mmap                 CPU: read the weights from the file's mapping (default: moved\n"
+            "                         into memory in huge pages, where the memory is there)\n"
             "  --max-body BYTES       largest request body (default 1048576)\n"
             "  --max-prompt N         largest prompt in tokens (default 8192)\n"
             "  --max-tokens N         largest max_tokens a request may ask for (default 4096)\n"
@@ -69,6 +71,10 @@ static int parse_args(int argc, char **argv, struct srv_config *c)
         }
         if (!strcmp(a, "--allow-remote")) {
             c->allow_remote = true;
+            continue;
+        }
+        if (!strcmp(a, "--mmap")) {
+            c->keep_mapped = true;
             continue;
         }
         if (!v) {

@@ -21,6 +21,7 @@ struct srv_config {
     const char *models_dir;  /* GGUF files offered by /v1/models; may be NULL */
     const char *model;       /* file loaded at start; may be NULL */
     bool allow_remote;       /* a non-loopback host needs this */
+    bool keep_mapped;        /* --mmap: CPU weights read from the file's mapping */
     int n_threads;
     int n_gpus;              /* > 0: each model split over GPUs 0..n_gpus-1 (--gpus) */
     int gpu_ids[BRASA_MAX_GPUS]; /* or those, where gpu_ids[0] >= 0 (brasa_gpus_parse) */

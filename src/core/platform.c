@@ -62,9 +62,18 @@ brasa_status plat_read_file(const char *path, size_t max_size, char **data, size
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#define HUGE_PAGE ((size_t)2 << 20)
+/* A mapping's length: whole pages. */
+static size_t map_len(size_t size)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (size + pg - 1) / pg * pg;
+}
 
 /* buf = base + sub, or an error when it does not fit. */
 static brasa_status cache_from(char *buf, size_t cap, const char *base, const char *sub,
@@ -98,7 +107,23 @@ brasa_status plat_map_file(struct plat_map *m, const char *path, struct brasa_er
         m->data = "";
         return BRASA_OK;
     }
-    void *p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* at a 2 MiB boundary, so that plat_map_to_memory's huge pages can take its place */
+    void *p = MAP_FAILED;
+    size_t len = map_len(m->size);
+    char *r = len ? mmap(NULL, len + HUGE_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    if (r != MAP_FAILED) {
+        char *at = (char *)(((uintptr_t)r + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+        p = mmap(at, m->size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+        if (p == MAP_FAILED) {
+            munmap(r, len + HUGE_PAGE);
+        } else {
+            if (at > r)
+                munmap(r, (size_t)(at - r));
+            munmap(at + len, (size_t)(r + HUGE_PAGE - at));
+        }
+    }
+    if (p == MAP_FAILED)
+        p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED)
@@ -106,6 +131,58 @@ brasa_status plat_map_file(struct plat_map *m, const char *path, struct brasa_er
     m->data = p;
     m->handle_ = p;
     return BRASA_OK;
+}
+
+#if defined(__linux__)
+/* MemAvailable of /proc/meminfo in bytes, 0 where unknown. */
+static uint64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+#endif
+
+brasa_status plat_map_to_memory(struct plat_map *m, struct brasa_err *err)
+{
+#if defined(__linux__)
+    if (!m->handle_ || !m->size)
+        return BRASA_OK;
+    size_t len = map_len(m->size);
+    uint64_t avail = mem_available(), margin = (uint64_t)m->size / 8 + ((uint64_t)1 << 30);
+    if (avail < (uint64_t)m->size + margin)
+        return brasa_fail(err, BRASA_ENOMEM, "%.1f GiB available, %.1f GiB asked for the weights "
+                          "and a margin", (double)avail / (1 << 30), (double)(m->size + margin) / (1 << 30));
+    if ((uintptr_t)m->handle_ % HUGE_PAGE)
+        return brasa_fail(err, BRASA_EUNSUPPORTED, "the mapping is not at a 2 MiB boundary");
+    char *r = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED)
+        return brasa_fail(err, BRASA_ENOMEM, "cannot allocate %zu bytes: %s", len, strerror(errno));
+    char *at = (char *)(((uintptr_t)r + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (at > r)
+        munmap(r, (size_t)(at - r));
+    munmap(at + len, (size_t)(r + HUGE_PAGE - at));
+    madvise(at, len, MADV_HUGEPAGE); /* advice: where the system refuses, plain pages */
+    madvise(m->handle_, len, 22 /* MADV_POPULATE_READ (5.14): the file's pages in one call */);
+    memcpy(at, m->handle_, m->size);
+    if (mprotect(at, len, PROT_READ) != 0 ||
+        mremap(at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, m->handle_) == MAP_FAILED) {
+        int e = errno;
+        munmap(at, len);
+        return brasa_fail(err, BRASA_EIO, "cannot move the weights into memory: %s", strerror(e));
+    }
+    return BRASA_OK;
+#else
+    (void)m;
+    return brasa_fail(err, BRASA_EUNSUPPORTED, "weights in memory: Linux only");
+#endif
 }
 
 void plat_unmap(struct plat_map *m)

@@ -103,6 +103,12 @@ brasa_status plat_map_file(struct plat_map *m, const char *path, struct brasa_er
     return BRASA_OK;
 }
 
+brasa_status plat_map_to_memory(struct plat_map *m, struct brasa_err *err)
+{
+    (void)m;
+    return brasa_fail(err, BRASA_EUNSUPPORTED, "weights in memory: Linux only");
+}
+
 void plat_unmap(struct plat_map *m)
 {
     if (m->handle_)

@@ -614,6 +614,13 @@ brasa_status gguf_open(struct gguf_file **out, const char *path, struct brasa_er
     return BRASA_OK;
 }
 
+brasa_status gguf_to_memory(struct gguf_file *f, struct brasa_err *err)
+{
+    if (!f->map_)
+        return brasa_fail(err, BRASA_EINVAL, "the file was not mapped by gguf_open");
+    return plat_map_to_memory(f->map_, err);
+}
+
 void gguf_close(struct gguf_file *f)
 {
     if (!f)

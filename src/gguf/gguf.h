@@ -90,8 +90,11 @@ struct gguf_file {
     void *index_;
 };
 
-/* Opens and validates a file (memory-mapped, never copied). */
+/* Opens and validates a file (memory-mapped; gguf_to_memory may move it into memory). */
 brasa_status gguf_open(struct gguf_file **out, const char *path, struct brasa_err *err);
+/* A file gguf_open mapped: its bytes moved into memory in huge pages, at the same addresses
+ * (plat_map_to_memory; an error leaves the mapping as it was). */
+brasa_status gguf_to_memory(struct gguf_file *f, struct brasa_err *err);
 /* Validates a buffer the caller keeps alive until gguf_close() (fuzzing, tests). */
 brasa_status gguf_open_mem(struct gguf_file **out, const void *data, size_t size,
                            struct brasa_err *err);

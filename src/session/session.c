@@ -175,6 +175,16 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
             (opts->backend == BRASA_BACKEND_CUDA || opts->verbose))
             fprintf(stderr, "brasa: %s; running on the CPU\n", gerr.msg);
     }
+    if (!m->gpu && !m->tp && !opts->keep_mapped) { /* the CPU streams the weights every token */
+        struct brasa_err merr = {{0}};
+        double t0 = plat_now();
+        if (gguf_to_memory(m->f, &merr) != BRASA_OK) {
+            if (opts->verbose)
+                fprintf(stderr, "brasa: weights stay in the file's mapping: %s\n", merr.msg);
+        } else if (opts->verbose) {
+            fprintf(stderr, "brasa: weights moved into memory (huge pages) in %.2f s\n", plat_now() - t0);
+        }
+    }
     if (opts->verbose)
         fprintf(stderr, "brasa: %s: %s, %d layers, %d threads\n", path, m->m.arch->name,
                 m->m.hp.n_layer, nth);
