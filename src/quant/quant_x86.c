@@ -9,8 +9,8 @@
  *    operations as a single dot, so a batch gives exactly the single results);
  *  - AVX-512 VNNI: prompt tiles of Q8_0/Q4_0 (two weight rows by up to 8 columns in registers,
  *    over activations laid out for them), bit-identical to the AVX-512 dot products;
- *  - AMX-INT8 (Linux, where the OS grants the tile data): prompt tiles of Q8_0, Q4_K, Q5_K and
- *    Q6_K, 16 rows by 16 columns a tile multiply; the same sums added in another order than the
+ *  - AMX-INT8 (Linux, where the OS grants the tile data): prompt tiles of Q8_0, Q4_0, Q5_0, Q4_K,
+ *    Q5_K and Q6_K, 16 rows by 16 columns a tile multiply; the same sums added in another order than the
  *    dot products (within rounding, not bit-identical).
  *
  * Dequantization does the same float operations as the scalar reference (a multiply, then a
@@ -1291,6 +1291,13 @@ struct amx_config {
     uint8_t rows[16];
 };
 
+/* ldtilecfg with the whole 64 bytes as its operand: GCC 12's _tile_loadconfig names only the
+ * first 8 as read, and at -O2 the stores of the rows and column widths were dropped. */
+AMX static inline void amx_load_config(const struct amx_config *c)
+{
+    __asm__ volatile("ldtilecfg %0" : : "m"(*c));
+}
+
 /* One block's 16 x 16 sums (rows of cb) into acc: each row's scale (the block's scale in each
  * of nr weight rows, from dws) times the columns' scales (da). */
 AMX static Q_ALWAYS_INLINE void amx_scale_add(__m512 acc[16], const int32_t *cb, const float *dws,
@@ -1313,8 +1320,10 @@ AMX static inline void amx_row_scales(const uint8_t *w, size_t ws, int nr, int64
     _mm512_store_ps(dws, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
 }
 
+/* nb blocks of nr Q8_0 rows (w, row stride ws) against the groups of nc columns at a, added to
+ * accs[group][row][column]. */
 AMX static Q_ALWAYS_INLINE void amx_q8_0_rows(int64_t nb, const uint8_t *w, size_t ws, const int nr,
-                                              const uint8_t *a, size_t as, int nc, float *y, size_t ldy)
+                                              const uint8_t *a, size_t as, int nc, float (*accs)[16][16])
 {
     _Alignas(64) int32_t cb[2][256];
     _Alignas(64) float dws[2][16];
@@ -1323,8 +1332,8 @@ AMX static Q_ALWAYS_INLINE void amx_q8_0_rows(int64_t nb, const uint8_t *w, size
         const uint8_t *ga = a + (size_t)g * gbytes;
         __m512 acc[16];
 #pragma GCC unroll 16
-        for (int r = 0; r < nr; r++)
-            acc[r] = _mm512_setzero_ps();
+        for (int r = 0; r < 16; r++)
+            acc[r] = _mm512_load_ps(accs[g][r]);
         int64_t b = 0;
         for (; b + 2 <= nb; b += 2) {
             const uint8_t *wb = w + (size_t)b * sizeof(block_q8_0) + 2;
@@ -1352,12 +1361,89 @@ AMX static Q_ALWAYS_INLINE void amx_q8_0_rows(int64_t nb, const uint8_t *w, size
             amx_row_scales(w, ws, nr, b, dws[0]);
             amx_scale_add(acc, cb[0], dws[0], _mm512_loadu_ps((const float *)(ga + (size_t)b * AMX_BLOCK_BYTES + 512)), nr);
         }
-        const int ncg = nc - 16 * g < 16 ? nc - 16 * g : 16;
-        for (int r = 0; r < nr; r++) {
-            _Alignas(64) float t[16];
-            _mm512_store_ps(t, acc[r]);
-            for (int c = 0; c < ncg; c++)
-                y[(size_t)(16 * g + c) * ldy + r] = t[c];
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++)
+            _mm512_store_ps(accs[g][r], acc[r]);
+    }
+}
+
+/* Columns a Q8_0 / Q4_0 / Q5_0 call takes, and blocks of Q4_0 / Q5_0 rows unpacked at a time
+ * (as Q8_0 blocks: 16 rows of 64 take 34 KiB). */
+#define AMX_B_COLS 64
+#define AMX_B_CHUNK 64
+
+/* Blocks [b0, b0 + nbc) of nr Q4_0 (or Q5_0) rows as Q8_0 blocks of the same levels and scales,
+ * rows AMX_B_CHUNK blocks apart. */
+AMX static void amx_b32_unpack(const uint8_t *w, size_t ws, int nr, int64_t b0, int nbc, const int q5,
+                               block_q8_0 *out)
+{
+    for (int r = 0; r < nr; r++)
+        for (int i = 0; i < nbc; i++) {
+            block_q8_0 *o = out + (size_t)r * AMX_B_CHUNK + i;
+            __m256i q;
+            if (q5) {
+                const block_q5_0 *x = (const block_q5_0 *)(w + (size_t)r * ws) + b0 + i;
+                q = _mm256_or_si256(nibbles32(x->qs),
+                                    _mm256_andnot_si256(bits32(x->qh), _mm256_set1_epi8((char)0xF0)));
+                o->d = x->d;
+            } else {
+                const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + b0 + i;
+                q = _mm256_sub_epi8(nibbles32(x->qs), _mm256_set1_epi8(8));
+                o->d = x->d;
+            }
+            _mm256_storeu_si256((__m256i *)o->qs, q);
+        }
+}
+
+AMX static void amx_b32_config(int rr)
+{
+    struct amx_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 6; t++) { /* weights 0-1, activations 2-3, sums 4-5 */
+        cfg.colsb[t] = t < 2 ? QK8_0 : 64;
+        cfg.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : rr);
+    }
+    amx_load_config(&cfg);
+}
+
+/* kind: Q8_0 straight from the weights, Q4_0 / Q5_0 unpacked a chunk at a time. */
+AMX static Q_ALWAYS_INLINE void ptile_b32_amx(int64_t n, const void *w, size_t ws, int nr, const void *a,
+                                              size_t as, int nc, float *y, size_t ldy, const int kind)
+{
+    const int64_t nb = n / QK8_0;
+    _Alignas(64) float accs[AMX_B_COLS / 16][16][16];
+    block_q8_0 chunk[16 * AMX_B_CHUNK];
+    block_q8_0 *buf = kind == GGML_TYPE_Q8_0 ? NULL : chunk;
+    const int ng = (nc + 15) / 16;
+    for (int r = 0; r < nr; r += 16) {
+        const int rr = nr - r < 16 ? nr - r : 16;
+        memset(accs, 0, sizeof(float) * 256 * (size_t)ng);
+        amx_b32_config(rr);
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
+        if (!buf) {
+            if (rr == 16)
+                amx_q8_0_rows(nb, wr, ws, 16, a, as, nc, accs);
+            else
+                amx_q8_0_rows(nb, wr, ws, rr, a, as, nc, accs);
+        } else {
+            for (int64_t b0 = 0; b0 < nb; b0 += AMX_B_CHUNK) {
+                const int nbc = nb - b0 < AMX_B_CHUNK ? (int)(nb - b0) : AMX_B_CHUNK;
+                amx_b32_unpack(wr, ws, rr, b0, nbc, kind == GGML_TYPE_Q5_0, buf);
+                const uint8_t *ab = (const uint8_t *)a + (size_t)b0 * AMX_BLOCK_BYTES;
+                const size_t bs = AMX_B_CHUNK * sizeof(block_q8_0);
+                if (rr == 16)
+                    amx_q8_0_rows(nbc, (const uint8_t *)buf, bs, 16, ab, as, nc, accs);
+                else
+                    amx_q8_0_rows(nbc, (const uint8_t *)buf, bs, rr, ab, as, nc, accs);
+            }
+        }
+        _tile_release();
+        for (int g = 0; g < ng; g++) {
+            const int ncg = nc - 16 * g < 16 ? nc - 16 * g : 16;
+            for (int i = 0; i < rr; i++)
+                for (int c = 0; c < ncg; c++)
+                    y[(size_t)(16 * g + c) * ldy + r + i] = accs[g][i][c];
         }
     }
 }
@@ -1365,24 +1451,19 @@ AMX static Q_ALWAYS_INLINE void amx_q8_0_rows(int64_t nb, const uint8_t *w, size
 AMX static void ptile_q8_0_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
                                int nc, float *y, size_t ldy)
 {
-    const int64_t nb = n / QK8_0;
-    for (int r = 0; r < nr; r += 16) {
-        const int rr = nr - r < 16 ? nr - r : 16;
-        struct amx_config cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.palette = 1;
-        for (int t = 0; t < 6; t++) { /* weights 0-1, activations 2-3, sums 4-5 */
-            cfg.colsb[t] = t < 2 ? QK8_0 : 64;
-            cfg.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : rr);
-        }
-        _tile_loadconfig(&cfg);
-        const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
-        if (rr == 16)
-            amx_q8_0_rows(nb, wr, ws, 16, a, as, nc, y + r, ldy);
-        else
-            amx_q8_0_rows(nb, wr, ws, rr, a, as, nc, y + r, ldy);
-        _tile_release();
-    }
+    ptile_b32_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q8_0);
+}
+
+AMX static void ptile_q4_0_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
+                               int nc, float *y, size_t ldy)
+{
+    ptile_b32_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q4_0);
+}
+
+AMX static void ptile_q5_0_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
+                               int nc, float *y, size_t ldy)
+{
+    ptile_b32_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q5_0);
 }
 
 /* Q4_K prompt batches on AMX-INT8. Each 32-element sub-block is a tile multiply of its levels
@@ -1626,7 +1707,7 @@ AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws,
             cfg.colsb[t] = t < 2 ? (q6 ? 16 : 32) : 64;
             cfg.rows[t] = (uint8_t)(t == 2 || t == 3 ? (q6 ? 4 : 8) : rr);
         }
-        _tile_loadconfig(&cfg);
+        amx_load_config(&cfg);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
         if (rr == 16)
             amx_k_rows(nsb, wr, ws, 16, a, as, nc, y + r, ldy, &k, accs, kind);
@@ -1736,11 +1817,17 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
 #if HAVE_AMX
     if (max_level >= QK_X86_AMX && amx_usable()) {
         k[GGML_TYPE_Q8_0].ptile = ptile_q8_0_amx;
-        k[GGML_TYPE_Q8_0].pact = pact_q8_0_amx;
-        k[GGML_TYPE_Q8_0].pact_bytes = pact_q8_0_amx_bytes;
-        k[GGML_TYPE_Q8_0].pgroup = 16;
-        k[GGML_TYPE_Q8_0].pcols = 64;
-        k[GGML_TYPE_Q8_0].pinexact = true;
+        k[GGML_TYPE_Q4_0].ptile = ptile_q4_0_amx;
+        k[GGML_TYPE_Q5_0].ptile = ptile_q5_0_amx;
+        static const int b32[3] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_0};
+        for (int t = 0; t < 3; t++) {
+            struct qkernels *kt = &k[b32[t]];
+            kt->pact = pact_q8_0_amx;
+            kt->pact_bytes = pact_q8_0_amx_bytes;
+            kt->pgroup = 16;
+            kt->pcols = AMX_B_COLS;
+            kt->pinexact = true;
+        }
         k[GGML_TYPE_Q4_K].ptile = ptile_q4_k_amx;
         k[GGML_TYPE_Q5_K].ptile = ptile_q5_k_amx;
         k[GGML_TYPE_Q6_K].ptile = ptile_q6_k_amx;
