@@ -7,7 +7,7 @@ OPT     ?= -O2
 ARCHFLAGS ?= -march=x86-64-v2
 CFLAGS  ?=
 # override: flags given on the command line (test-asan, fuzz) add to these, not replace them
-override CFLAGS += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread \
+override CFLAGS += -std=c11 $(OPT) -g -Wall -Wextra -Wpointer-arith -Werror -D_GNU_SOURCE -pthread \
            -Iinclude -Isrc -MMD -MP $(ARCHFLAGS)
 LDLIBS  += -lm -lpthread -ldl
 

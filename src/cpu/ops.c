@@ -70,48 +70,73 @@ static void axpy_f16_ref(float *o, float p, const uint16_t *v, long n)
 }
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-__attribute__((target("avx2,fma,f16c"))) static float dot_f16_avx2(const float *q, const uint16_t *k,
-                                                                    long n)
+/* g query rows (n floats apart) against one cache row, which is converted once for all: the
+ * dot products q·k (8 lanes, then the lanes summed) and o += p·v. */
+__attribute__((target("avx2,fma,f16c"))) static void dot_f16_multi_avx2(const float *q, int g, long n,
+                                                                        const uint16_t *k, float *out)
 {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[ATTN_G];
+    for (int i = 0; i < g; i++)
+        acc[i] = _mm256_setzero_ps();
     long d = 0;
-    for (; d + 8 <= n; d += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d),
-                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d))), acc);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float s = _mm_cvtss_f32(h);
-    for (; d < n; d++)
-        s += q[d] * h2f(k[d]);
-    return s;
+    for (; d + 8 <= n; d += 8) {
+        const __m256 kf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d)));
+        for (int i = 0; i < g; i++)
+            acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i * n + d), kf, acc[i]);
+    }
+    for (int i = 0; i < g; i++) {
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        float s = _mm_cvtss_f32(h);
+        for (long e = d; e < n; e++)
+            s += q[i * n + e] * h2f(k[e]);
+        out[i] = s;
+    }
 }
-__attribute__((target("avx2,fma,f16c"))) static void axpy_f16_avx2(float *o, float p,
-                                                                    const uint16_t *v, long n)
+__attribute__((target("avx2,fma,f16c"))) static void axpy_f16_multi_avx2(float *o, int g, const float *p,
+                                                                         const uint16_t *v, long n)
 {
-    __m256 pv = _mm256_set1_ps(p);
     long d = 0;
-    for (; d + 8 <= n; d += 8)
-        _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, _mm256_cvtph_ps(_mm_loadu_si128(
-                                                        (const __m128i *)(v + d))),
-                                                _mm256_loadu_ps(o + d)));
-    for (; d < n; d++)
-        o[d] += p * h2f(v[d]);
+    for (; d + 8 <= n; d += 8) {
+        const __m256 vf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + d)));
+        for (int i = 0; i < g; i++)
+            _mm256_storeu_ps(o + i * n + d, _mm256_fmadd_ps(_mm256_set1_ps(p[i]), vf,
+                                                            _mm256_loadu_ps(o + i * n + d)));
+    }
+    for (int i = 0; i < g; i++)
+        for (long e = d; e < n; e++)
+            o[i * n + e] += p[i] * h2f(v[e]);
 }
-static float dot_f16(const float *q, const uint16_t *k, long n)
+static void dot_f16_multi(const float *q, int g, long n, const uint16_t *k, float *out)
 {
-    return have_f16c ? dot_f16_avx2(q, k, n) : dot_f16_ref(q, k, n);
+    if (have_f16c) {
+        dot_f16_multi_avx2(q, g, n, k, out);
+        return;
+    }
+    for (int i = 0; i < g; i++)
+        out[i] = dot_f16_ref(q + i * n, k, n);
 }
-static void axpy_f16(float *o, float p, const uint16_t *v, long n)
+static void axpy_f16_multi(float *o, int g, const float *p, const uint16_t *v, long n)
 {
-    if (have_f16c)
-        axpy_f16_avx2(o, p, v, n);
-    else
-        axpy_f16_ref(o, p, v, n);
+    if (have_f16c) {
+        axpy_f16_multi_avx2(o, g, p, v, n);
+        return;
+    }
+    for (int i = 0; i < g; i++)
+        axpy_f16_ref(o + i * n, p[i], v, n);
 }
 #else
-#define dot_f16 dot_f16_ref
-#define axpy_f16 axpy_f16_ref
+static void dot_f16_multi(const float *q, int g, long n, const uint16_t *k, float *out)
+{
+    for (int i = 0; i < g; i++)
+        out[i] = dot_f16_ref(q + i * n, k, n);
+}
+static void axpy_f16_multi(float *o, int g, const float *p, const uint16_t *v, long n)
+{
+    for (int i = 0; i < g; i++)
+        axpy_f16_ref(o + i * n, p[i], v, n);
+}
 #endif
 
 static float dot_f32(const float *x, const float *y, long n)
@@ -347,34 +372,77 @@ static void kv_store_rows(const struct op_args *a, long r0, long r1, int ith)
     }
 }
 
+/* F16 cache: the rows of one token whose heads share a KV head (consecutive rows), up to
+ * ATTN_G at a time, so each cache row is read and converted once for all of them; every row's
+ * operations are those of the one-row path. */
+static void attn_rows_f16(const struct op_args *a, long r, long g, float *sc)
+{
+    const struct graph_node *n = a->node;
+    long nh = n->p.i[0], nkv = n->p.i[1], hd = n->p.i[2], kvw = nkv * hd, grp = nh / nkv;
+    long t = r / nh, h = r % nh, kvh = h / grp, npos = a->ctx->pos0 + t + 1;
+    float scale = n->p.f[0];
+    float *qv = sc + g * npos, *tmp = qv + g * hd; /* scores [g][npos], then q [g][hd], then g */
+    float mx[ATTN_G], inv[ATTN_G];
+    const float *q = (const float *)a->in[0] + t * nh * hd + h * hd;
+    float *o = (float *)a->out + t * nh * hd + h * hd;
+    for (long i = 0; i < g * hd; i++)
+        qv[i] = round_f16(q[i]);
+    const uint16_t *K = (const uint16_t *)a->kcache + kvh * hd;
+    for (long i = 0; i < g; i++)
+        mx[i] = -INFINITY;
+    for (long j = 0; j < npos; j++) {
+        dot_f16_multi(qv, (int)g, hd, K + j * kvw, tmp);
+        for (long i = 0; i < g; i++) {
+            float v = tmp[i] * scale;
+            sc[i * npos + j] = v;
+            mx[i] = v > mx[i] ? v : mx[i];
+        }
+    }
+    for (long i = 0; i < g; i++) {
+        double sum = 0;
+        float *si = sc + i * npos;
+        for (long j = 0; j < npos; j++) {
+            float e = expf(si[j] - mx[i]);
+            si[j] = e;
+            sum += e;
+        }
+        inv[i] = (float)(1.0 / sum);
+    }
+    memset(o, 0, (size_t)(g * hd) * sizeof(float));
+    const uint16_t *V = (const uint16_t *)a->vcache + kvh * hd;
+    for (long j = 0; j < npos; j++) {
+        for (long i = 0; i < g; i++)
+            tmp[i] = round_f16(sc[i * npos + j] * inv[i]);
+        axpy_f16_multi(o, (int)g, tmp, V + j * kvw, hd);
+    }
+}
+
 static void attn_rows(const struct op_args *a, long r0, long r1, int ith)
 {
     const struct graph_node *n = a->node;
     long nh = n->p.i[0], nkv = n->p.i[1], hd = n->p.i[2], kvw = nkv * hd, grp = nh / nkv;
     float scale = n->p.f[0];
-    bool f16 = a->kv_type != 0;
     float *sc = a->ctx->thr_scratch + (size_t)ith * a->ctx->thr_stride;
+    if (a->kv_type != 0) {
+        for (long r = r0; r < r1;) {
+            long left = grp - (r % nh) % grp, g = left < r1 - r ? left : r1 - r;
+            g = g < ATTN_G ? g : ATTN_G;
+            attn_rows_f16(a, r, g, sc);
+            r += g;
+        }
+        return;
+    }
     const float *Q = a->in[0];
     float *O = a->out;
     for (long r = r0; r < r1; r++) {
         long t = r / nh, h = r % nh, kvh = h / grp, npos = a->ctx->pos0 + t + 1;
-        float *qv = sc + npos, *o = O + t * nh * hd + h * hd; /* qv: [hd] after the scores */
+        float *o = O + t * nh * hd + h * hd;
         const float *q = Q + t * nh * hd + h * hd;
         float mx = -INFINITY;
-        if (!f16) {
-            const float *K = (const float *)a->kcache + kvh * hd;
-            for (long j = 0; j < npos; j++) {
-                sc[j] = dot_f32(q, K + j * kvw, hd) * scale;
-                mx = sc[j] > mx ? sc[j] : mx;
-            }
-        } else {
-            const uint16_t *K = (const uint16_t *)a->kcache + kvh * hd;
-            for (long d = 0; d < hd; d++)
-                qv[d] = round_f16(q[d]);
-            for (long j = 0; j < npos; j++) {
-                sc[j] = dot_f16(qv, K + j * kvw, hd) * scale;
-                mx = sc[j] > mx ? sc[j] : mx;
-            }
+        const float *K = (const float *)a->kcache + kvh * hd;
+        for (long j = 0; j < npos; j++) {
+            sc[j] = dot_f32(q, K + j * kvw, hd) * scale;
+            mx = sc[j] > mx ? sc[j] : mx;
         }
         double sum = 0;
         for (long j = 0; j < npos; j++) {
@@ -384,19 +452,12 @@ static void attn_rows(const struct op_args *a, long r0, long r1, int ith)
         }
         float inv = (float)(1.0 / sum);
         memset(o, 0, (size_t)hd * sizeof(float));
-        if (!f16) {
-            const float *V = (const float *)a->vcache + kvh * hd;
-            for (long j = 0; j < npos; j++) {
-                float p = sc[j] * inv;
-                const float *vr = V + j * kvw;
-                for (long d = 0; d < hd; d++)
-                    o[d] += p * vr[d];
-            }
-        } else {
-            const uint16_t *V = (const uint16_t *)a->vcache + kvh * hd;
-            for (long j = 0; j < npos; j++) {
-                axpy_f16(o, round_f16(sc[j] * inv), V + j * kvw, hd);
-            }
+        const float *V = (const float *)a->vcache + kvh * hd;
+        for (long j = 0; j < npos; j++) {
+            float p = sc[j] * inv;
+            const float *vr = V + j * kvw;
+            for (long d = 0; d < hd; d++)
+                o[d] += p * vr[d];
         }
     }
 }

@@ -6,6 +6,10 @@
 #include "core/status.h"
 #include "graph/graph.h"
 
+/* Query rows that share a KV head taken together by the CPU attention (its scratch is sized
+ * for them: ATTN_G x (context + head size) floats a thread). */
+#define ATTN_G 8
+
 struct pool;
 
 /* Per-run values shared by every op. */
