@@ -148,6 +148,77 @@ static uint64_t mem_available(void)
     fclose(f);
     return (uint64_t)kb * 1024;
 }
+
+/* A number from a cgroup file: UINT64_MAX for "max", absent or unreadable. */
+static uint64_t cg_read(const char *dir, const char *name)
+{
+    char path[4200], buf[64];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return UINT64_MAX;
+    unsigned long long v = 0;
+    bool ok = fgets(buf, sizeof buf, f) && sscanf(buf, "%llu", &v) == 1;
+    fclose(f);
+    return ok ? (uint64_t)v : UINT64_MAX;
+}
+
+/* One field of a cgroup's memory.stat ("file" in v2, "total_cache" in v1); 0 when absent. */
+static uint64_t cg_stat(const char *dir, const char *field)
+{
+    char path[4200], line[256], key[64];
+    snprintf(path, sizeof path, "%s/memory.stat", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    unsigned long long v = 0, found = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%63s %llu", key, &v) == 2 && !strcmp(key, field)) {
+            found = v;
+            break;
+        }
+    fclose(f);
+    return (uint64_t)found;
+}
+
+/* What the process's memory cgroup (v2 or v1) still allows, its file cache counted as free;
+ * UINT64_MAX where there is no limit. A container's limit is not in MemAvailable. */
+static uint64_t cgroup_available(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return UINT64_MAX;
+    char line[4096], dir[4200];
+    uint64_t avail = UINT64_MAX;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = 0;
+        const char *ctrl = c1 + 1, *path = c2 + 1;
+        uint64_t limit, used, cache;
+        if (!*ctrl && !strcmp(line, "0")) { /* v2 */
+            snprintf(dir, sizeof dir, "/sys/fs/cgroup%s", path);
+            limit = cg_read(dir, "memory.max");
+            used = cg_read(dir, "memory.current");
+            cache = cg_stat(dir, "file");
+        } else if (strstr(ctrl, "memory")) { /* v1 */
+            snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory%s", path);
+            limit = cg_read(dir, "memory.limit_in_bytes");
+            used = cg_read(dir, "memory.usage_in_bytes");
+            cache = cg_stat(dir, "total_cache");
+        } else {
+            continue;
+        }
+        if (limit >= ((uint64_t)1 << 62) || used == UINT64_MAX)
+            continue;
+        uint64_t held = used > cache ? used - cache : 0, left = limit > held ? limit - held : 0;
+        avail = left < avail ? left : avail;
+    }
+    fclose(f);
+    return avail;
+}
 #endif
 
 brasa_status plat_map_to_memory(struct plat_map *m, struct brasa_err *err)
@@ -156,7 +227,9 @@ brasa_status plat_map_to_memory(struct plat_map *m, struct brasa_err *err)
     if (!m->handle_ || !m->size)
         return BRASA_OK;
     size_t len = map_len(m->size);
-    uint64_t avail = mem_available(), margin = (uint64_t)m->size / 8 + ((uint64_t)1 << 30);
+    uint64_t avail = mem_available(), cg = cgroup_available();
+    avail = cg < avail ? cg : avail;
+    uint64_t margin = (uint64_t)m->size / 8 + ((uint64_t)1 << 30);
     if (avail < (uint64_t)m->size + margin)
         return brasa_fail(err, BRASA_ENOMEM, "%.1f GiB available, %.1f GiB asked for the weights "
                           "and a margin", (double)avail / (1 << 30), (double)(m->size + margin) / (1 << 30));

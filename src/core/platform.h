@@ -22,8 +22,9 @@ brasa_status plat_map_file(struct plat_map *m, const char *path, struct brasa_er
 /* Moves a mapping's bytes into anonymous memory in 2 MiB pages at the same address (every
  * pointer into it stays valid; still read-only): a processor streams it with far fewer TLB
  * misses than 4 KiB pages of the file cache (CPU decode 1.5x as fast, BENCHMARKS.md). Only
- * where the system has the memory to spare: BRASA_ENOMEM when it reports less available than
- * the size and a margin, BRASA_EUNSUPPORTED off Linux; the mapping is as it was after any
+ * where the system has the memory to spare: BRASA_ENOMEM when MemAvailable, or what the
+ * process's memory cgroup (v1 or v2) still allows, is less than the size and a margin;
+ * BRASA_EUNSUPPORTED off Linux; the mapping is as it was after any
  * error. */
 brasa_status plat_map_to_memory(struct plat_map *m, struct brasa_err *err);
 void plat_unmap(struct plat_map *m);
