@@ -15,20 +15,33 @@ static const char *tmp_dir(void)
     return t && *t ? t : "/tmp";
 }
 
+/* n random bytes, written to path too (NULL if either fails). */
+static unsigned char *random_file(const char *path, size_t n, unsigned long long *seed)
+{
+    unsigned char *buf = malloc(n);
+    if (!buf)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (unsigned char)test_rand_u64(seed);
+    FILE *f = plat_fopen(path, "wb");
+    size_t w = f ? fwrite(buf, 1, n, f) : 0;
+    if (f)
+        fclose(f);
+    if (w != n) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 TEST(map_file_matches_contents)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/brasa-test-plat-%d.bin", tmp_dir(), plat_pid());
     unsigned long long seed = test_seed();
     size_t n = 100000 + (size_t)(test_rand_u64(&seed) % 5000);
-    unsigned char *buf = malloc(n);
+    unsigned char *buf = random_file(path, n, &seed);
     REQUIRE(buf);
-    for (size_t i = 0; i < n; i++)
-        buf[i] = (unsigned char)test_rand_u64(&seed);
-    FILE *f = plat_fopen(path, "wb");
-    REQUIRE(f);
-    CHECK(fwrite(buf, 1, n, f) == n);
-    fclose(f);
     struct plat_map m;
     struct brasa_err err = {{0}};
     REQUIRE(plat_map_file(&m, path, &err) == BRASA_OK);
@@ -54,14 +67,8 @@ TEST(map_to_memory_keeps_address_and_bytes)
     snprintf(path, sizeof path, "%s/brasa-test-plat-mem-%d.bin", tmp_dir(), plat_pid());
     unsigned long long seed = test_seed();
     size_t n = (3u << 20) + 12345; /* over a huge page, not a whole number of pages */
-    unsigned char *buf = malloc(n);
+    unsigned char *buf = random_file(path, n, &seed);
     REQUIRE(buf);
-    for (size_t i = 0; i < n; i++)
-        buf[i] = (unsigned char)test_rand_u64(&seed);
-    FILE *f = plat_fopen(path, "wb");
-    REQUIRE(f);
-    CHECK(fwrite(buf, 1, n, f) == n);
-    fclose(f);
     struct plat_map m;
     struct brasa_err err = {{0}};
     REQUIRE(plat_map_file(&m, path, &err) == BRASA_OK);

@@ -1448,24 +1448,6 @@ AMX static Q_ALWAYS_INLINE void ptile_b32_amx(int64_t n, const void *w, size_t w
     }
 }
 
-AMX static void ptile_q8_0_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
-                               int nc, float *y, size_t ldy)
-{
-    ptile_b32_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q8_0);
-}
-
-AMX static void ptile_q4_0_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
-                               int nc, float *y, size_t ldy)
-{
-    ptile_b32_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q4_0);
-}
-
-AMX static void ptile_q5_0_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
-                               int nc, float *y, size_t ldy)
-{
-    ptile_b32_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q5_0);
-}
-
 /* Q4_K prompt batches on AMX-INT8. Each 32-element sub-block is a tile multiply of its levels
  * (0..15, unpacked from the nibbles of 16 weight rows) against 16 columns of Q8_K activations;
  * the sums are scaled by d x the sub-block's scale in floats, the mins term (dmin x min x the
@@ -1717,23 +1699,19 @@ AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws,
     }
 }
 
-AMX static void ptile_q4_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
-                               int nc, float *y, size_t ldy)
-{
-    ptile_k_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q4_K);
-}
-
-AMX static void ptile_q6_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
-                               int nc, float *y, size_t ldy)
-{
-    ptile_k_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q6_K);
-}
-
-AMX static void ptile_q5_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
-                               int nc, float *y, size_t ldy)
-{
-    ptile_k_amx(n, w, ws, nr, a, as, nc, y, ldy, GGML_TYPE_Q5_K);
-}
+/* The table's prompt tiles: one per format over the shared AMX paths. */
+#define DEFINE_AMX_PTILE(name, impl, kind)                                                         \
+    AMX static void name(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,   \
+                         int nc, float *y, size_t ldy)                                            \
+    {                                                                                              \
+        impl(n, w, ws, nr, a, as, nc, y, ldy, kind);                                               \
+    }
+DEFINE_AMX_PTILE(ptile_q8_0_amx, ptile_b32_amx, GGML_TYPE_Q8_0)
+DEFINE_AMX_PTILE(ptile_q4_0_amx, ptile_b32_amx, GGML_TYPE_Q4_0)
+DEFINE_AMX_PTILE(ptile_q5_0_amx, ptile_b32_amx, GGML_TYPE_Q5_0)
+DEFINE_AMX_PTILE(ptile_q4_k_amx, ptile_k_amx, GGML_TYPE_Q4_K)
+DEFINE_AMX_PTILE(ptile_q5_k_amx, ptile_k_amx, GGML_TYPE_Q5_K)
+DEFINE_AMX_PTILE(ptile_q6_k_amx, ptile_k_amx, GGML_TYPE_Q6_K)
 
 /* The OS keeps AMX's tile data off until a process asks for it (Linux 5.16+). */
 static bool amx_usable(void)
@@ -1816,28 +1794,27 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     k[GGML_TYPE_Q4_0].ptile = ptile_q4_0_vnni;
 #if HAVE_AMX
     if (max_level >= QK_X86_AMX && amx_usable()) {
-        k[GGML_TYPE_Q8_0].ptile = ptile_q8_0_amx;
-        k[GGML_TYPE_Q4_0].ptile = ptile_q4_0_amx;
-        k[GGML_TYPE_Q5_0].ptile = ptile_q5_0_amx;
-        static const int b32[3] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_0};
-        for (int t = 0; t < 3; t++) {
-            struct qkernels *kt = &k[b32[t]];
-            kt->pact = pact_q8_0_amx;
-            kt->pact_bytes = pact_q8_0_amx_bytes;
-            kt->pgroup = 16;
-            kt->pcols = AMX_B_COLS;
-            kt->pinexact = true;
-        }
-        k[GGML_TYPE_Q4_K].ptile = ptile_q4_k_amx;
-        k[GGML_TYPE_Q5_K].ptile = ptile_q5_k_amx;
-        k[GGML_TYPE_Q6_K].ptile = ptile_q6_k_amx;
-        static const int kq[3] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
-        for (int t = 0; t < 3; t++) {
-            struct qkernels *kt = &k[kq[t]];
-            kt->pact = pact_q8_k_amx;
-            kt->pact_bytes = pact_q8_k_amx_bytes;
-            kt->pgroup = 16;
-            kt->pcols = AMX_K_COLS;
+        static const struct {
+            int type;
+            qk_dot_tile_fn ptile;
+            qk_act_fn pact;
+            size_t (*pact_bytes)(int64_t n);
+            int pcols;
+        } amx[6] = {
+            {GGML_TYPE_Q8_0, ptile_q8_0_amx, pact_q8_0_amx, pact_q8_0_amx_bytes, AMX_B_COLS},
+            {GGML_TYPE_Q4_0, ptile_q4_0_amx, pact_q8_0_amx, pact_q8_0_amx_bytes, AMX_B_COLS},
+            {GGML_TYPE_Q5_0, ptile_q5_0_amx, pact_q8_0_amx, pact_q8_0_amx_bytes, AMX_B_COLS},
+            {GGML_TYPE_Q4_K, ptile_q4_k_amx, pact_q8_k_amx, pact_q8_k_amx_bytes, AMX_K_COLS},
+            {GGML_TYPE_Q5_K, ptile_q5_k_amx, pact_q8_k_amx, pact_q8_k_amx_bytes, AMX_K_COLS},
+            {GGML_TYPE_Q6_K, ptile_q6_k_amx, pact_q8_k_amx, pact_q8_k_amx_bytes, AMX_K_COLS},
+        };
+        for (int t = 0; t < 6; t++) {
+            struct qkernels *kt = &k[amx[t].type];
+            kt->ptile = amx[t].ptile;
+            kt->pact = amx[t].pact;
+            kt->pact_bytes = amx[t].pact_bytes;
+            kt->pgroup = 16; /* the columns of a tile */
+            kt->pcols = amx[t].pcols;
             kt->pinexact = true;
         }
         return QK_X86_AMX;
