@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/pool.h"
@@ -39,7 +40,8 @@ static void run_rows(const struct op_args *a, long n, long cost, rows_fn fn)
 
 static float f16_table[65536];
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
-static bool have_f16c; /* AVX2 + FMA + F16C: convert 8 halves per instruction */
+static bool have_f16c;   /* AVX2 + FMA + F16C: convert 8 halves per instruction */
+static bool have_avx512; /* AVX-512F: 16 */
 static void f16_init(void)
 {
     for (int i = 0; i < 65536; i++)
@@ -48,6 +50,7 @@ static void f16_init(void)
     __builtin_cpu_init();
     have_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                 __builtin_cpu_supports("f16c");
+    have_avx512 = have_f16c && __builtin_cpu_supports("avx512f") && !getenv("BRASA_NO_AVX512");
 #endif
 }
 static inline float h2f(uint16_t h) { return f16_table[h]; }
@@ -108,8 +111,46 @@ __attribute__((target("avx2,fma,f16c"))) static void axpy_f16_multi_avx2(float *
         for (long e = d; e < n; e++)
             o[i * n + e] += p[i] * h2f(v[e]);
 }
+/* The same with 16 lanes (the dot products' lanes summed by _mm512_reduce_add_ps). */
+__attribute__((target("avx512f,avx2,fma,f16c"))) static void dot_f16_multi_avx512(const float *q, int g, long n,
+                                                                                 const uint16_t *k, float *out)
+{
+    __m512 acc[ATTN_G];
+    for (int i = 0; i < g; i++)
+        acc[i] = _mm512_setzero_ps();
+    long d = 0;
+    for (; d + 16 <= n; d += 16) {
+        const __m512 kf = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + d)));
+        for (int i = 0; i < g; i++)
+            acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(q + i * n + d), kf, acc[i]);
+    }
+    for (int i = 0; i < g; i++) {
+        float s = _mm512_reduce_add_ps(acc[i]);
+        for (long e = d; e < n; e++)
+            s += q[i * n + e] * h2f(k[e]);
+        out[i] = s;
+    }
+}
+__attribute__((target("avx512f,avx2,fma,f16c"))) static void axpy_f16_multi_avx512(float *o, int g, const float *p,
+                                                                                  const uint16_t *v, long n)
+{
+    long d = 0;
+    for (; d + 16 <= n; d += 16) {
+        const __m512 vf = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + d)));
+        for (int i = 0; i < g; i++)
+            _mm512_storeu_ps(o + i * n + d, _mm512_fmadd_ps(_mm512_set1_ps(p[i]), vf,
+                                                            _mm512_loadu_ps(o + i * n + d)));
+    }
+    for (int i = 0; i < g; i++)
+        for (long e = d; e < n; e++)
+            o[i * n + e] += p[i] * h2f(v[e]);
+}
 static void dot_f16_multi(const float *q, int g, long n, const uint16_t *k, float *out)
 {
+    if (have_avx512) {
+        dot_f16_multi_avx512(q, g, n, k, out);
+        return;
+    }
     if (have_f16c) {
         dot_f16_multi_avx2(q, g, n, k, out);
         return;
@@ -119,6 +160,10 @@ static void dot_f16_multi(const float *q, int g, long n, const uint16_t *k, floa
 }
 static void axpy_f16_multi(float *o, int g, const float *p, const uint16_t *v, long n)
 {
+    if (have_avx512) {
+        axpy_f16_multi_avx512(o, g, p, v, n);
+        return;
+    }
     if (have_f16c) {
         axpy_f16_multi_avx2(o, g, p, v, n);
         return;
