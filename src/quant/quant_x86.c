@@ -334,8 +334,8 @@ AVX2 static Q_ALWAYS_INLINE void kq_dotn_avx2(int64_t n, const void *w, const ui
                                               const int nc, float *out, size_t ldo, const int q5)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
-    __m256 acc[4];
-    __m128 accm[4];
+    __m256 acc[KT2_C];
+    __m128 accm[KT2_C];
 #pragma GCC unroll 4
     for (int c = 0; c < nc; c++) {
         acc[c] = _mm256_setzero_ps();
@@ -362,7 +362,7 @@ AVX2 static Q_ALWAYS_INLINE void kq_dotn_avx2(int64_t n, const void *w, const ui
         const __m256i sc = _mm256_broadcastsi128_si256(sc128);
         const __m256i hbits = q5 ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
         const uint8_t *q4 = q5 ? x5->qs : x4->qs;
-        __m256i sumi[4];
+        __m256i sumi[KT2_C];
 #pragma GCC unroll 4
         for (int c = 0; c < nc; c++)
             sumi[c] = _mm256_setzero_si256();
@@ -410,7 +410,6 @@ AVX2 static float dot_q5_k_avx2(int64_t n, const void *w, const void *a)
     kq_dotn_avx2(n, w, a, 0, 1, &r, 0, 1);
     return r;
 }
-
 
 /* 32 levels (0..31, uint8) -> floats as d1 * (float)q - m1 (multiply, then subtract). */
 AVX2 static inline void store_affine32(float *y, __m256i q, __m256 d1, __m256 m1)
@@ -495,14 +494,14 @@ static const uint8_t q6k_shuf[4][32] = {
 AVX2 static Q_ALWAYS_INLINE void q6k_dotn_avx2(int64_t n, const block_q6_K *x, const uint8_t *a,
                                                size_t as, const int nc, float *out, size_t ldo)
 {
-    __m256 acc[4];
+    __m256 acc[KT2_C];
 #pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         acc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         PF(x + i, sizeof *x);
         const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
-        __m256i sumi[4];
+        __m256i sumi[KT2_C];
 #pragma GCC unroll 4
         for (int c = 0; c < nc; c++)
             sumi[c] = _mm256_setzero_si256();
@@ -589,12 +588,6 @@ static const uint16_t q6k_idx512[4][32] = {
     {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15},
 };
 
-/* Q4_K against nc (1..4) activation rows at once: each weight block is decoded once and
- * used for every column, so a prompt batch costs one pass over the weights per 4 columns.
- * 64 weight bytes cover sub-blocks 2c..2c+3 of two 64-element chunks: the low nibbles give
- * sub-blocks 2c and 2c+2, the high ones 2c+1 and 2c+3. Every column gets exactly the same
- * operations as a single dot product, so batch and single results are identical. */
-
 /* kq_unpack in SIMD: bytes 0..7 = the 8 scales, 8..15 = the 8 mins. Reads 16 bytes from the
  * 12-byte field (the next field of the block follows it, so this stays inside the block). */
 AVX2 static inline __m128i kq_unpack_simd(const uint8_t *s12)
@@ -645,6 +638,11 @@ AVX512 static Q_ALWAYS_INLINE void kq_block_cols_avx512(const uint8_t *a, size_t
     }
 }
 
+/* Q4_K against nc (1..4) activation rows at once: each weight block is decoded once and
+ * used for every column, so a prompt batch costs one pass over the weights per 4 columns.
+ * 64 weight bytes cover sub-blocks 2c..2c+3 of two 64-element chunks: the low nibbles give
+ * sub-blocks 2c and 2c+2, the high ones 2c+1 and 2c+3. Every column gets exactly the same
+ * operations as a single dot product, so batch and single results are identical. */
 AVX512 static Q_ALWAYS_INLINE void q4k_dotn_avx512(int64_t n, const block_q4_K *x, const uint8_t *a,
                                                    size_t as, const int nc, float *out, size_t ldo)
 {
@@ -993,29 +991,32 @@ static void pact_q8_0(const float *x, void *dst, int64_t n)
     }
 }
 
-/* One pair of weight blocks (the last one alone when tail): the signed levels, -128 x their sums
- * in groups of 4 (what the +128 of the activations adds), the two scales spread per lane. */
-VNNI static Q_ALWAYS_INLINE void q8_0_pair(const block_q8_0 *x, const int tail, __m512i *w,
-                                           __m512i *nc, __m512 *dw)
-{
-    *w = tail ? _mm512_maskz_mov_epi8(0xffffffffull, two_blocks(x[0].qs, x[0].qs))
-              : two_blocks(x[0].qs, x[1].qs);
-    *nc = _mm512_sub_epi32(_mm512_setzero_si512(),
-                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), *w));
-    *dw = two_scales(x[0].d, tail ? 0 : x[1].d);
-}
-
-VNNI static Q_ALWAYS_INLINE void q4_0_pair(const block_q4_0 *x, const int tail, __m512i *w,
-                                           __m512i *nc, __m512 *dw)
+/* One pair of weight blocks of row wr (Q4_0 when q4, else Q8_0; the last one alone when tail):
+ * the signed levels, -128 x their sums in groups of 4 (what the +128 of the activations adds),
+ * the two scales spread per lane. */
+VNNI static Q_ALWAYS_INLINE void b32_pair(const uint8_t *wr, int64_t i, const int q4, const int tail,
+                                          __m512i *w, __m512i *nc, __m512 *dw)
 {
     const __m512i off = _mm512_set1_epi8(8);
-    *w = tail ? _mm512_maskz_mov_epi8(0xffffffffull,
-                                      _mm512_sub_epi8(_mm512_castsi256_si512(nibbles32(x[0].qs)), off))
-              : _mm512_sub_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(nibbles32(x[0].qs)),
-                                                   nibbles32(x[1].qs), 1), off);
+    uint16_t d0, d1;
+    if (q4) {
+        const block_q4_0 *x = (const block_q4_0 *)wr + i;
+        PF(x, 2 * sizeof *x);
+        *w = tail ? _mm512_maskz_mov_epi8(0xffffffffull,
+                                          _mm512_sub_epi8(_mm512_castsi256_si512(nibbles32(x[0].qs)), off))
+                  : _mm512_sub_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(nibbles32(x[0].qs)),
+                                                       nibbles32(x[1].qs), 1), off);
+        d0 = x[0].d, d1 = tail ? 0 : x[1].d;
+    } else {
+        const block_q8_0 *x = (const block_q8_0 *)wr + i;
+        PF(x, 2 * sizeof *x);
+        *w = tail ? _mm512_maskz_mov_epi8(0xffffffffull, two_blocks(x[0].qs, x[0].qs))
+                  : two_blocks(x[0].qs, x[1].qs);
+        d0 = x[0].d, d1 = tail ? 0 : x[1].d;
+    }
     *nc = _mm512_sub_epi32(_mm512_setzero_si512(),
                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), *w));
-    *dw = two_scales(x[0].d, tail ? 0 : x[1].d);
+    *dw = two_scales(d0, d1);
 }
 
 /* R (<= 2) weight rows against C (<= 8) prepared activation columns (q4: Q4_0 weights, else
@@ -1038,22 +1039,10 @@ VNNI static Q_ALWAYS_INLINE void ptile_mk(int64_t nb, const uint8_t *w, size_t w
         __m512 dw[2];
 #pragma GCC unroll 2
         for (int r = 0; r < R; r++) {
-            const uint8_t *wr = w + (size_t)r * ws;
-            if (q4) {
-                const block_q4_0 *x = (const block_q4_0 *)wr + i;
-                PF(x, 2 * sizeof *x);
-                if (tail)
-                    q4_0_pair(x, 1, &wv[r], &nc[r], &dw[r]);
-                else
-                    q4_0_pair(x, 0, &wv[r], &nc[r], &dw[r]);
-            } else {
-                const block_q8_0 *x = (const block_q8_0 *)wr + i;
-                PF(x, 2 * sizeof *x);
-                if (tail)
-                    q8_0_pair(x, 1, &wv[r], &nc[r], &dw[r]);
-                else
-                    q8_0_pair(x, 0, &wv[r], &nc[r], &dw[r]);
-            }
+            if (tail)
+                b32_pair(w + (size_t)r * ws, i, q4, 1, &wv[r], &nc[r], &dw[r]);
+            else
+                b32_pair(w + (size_t)r * ws, i, q4, 0, &wv[r], &nc[r], &dw[r]);
         }
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
@@ -1074,38 +1063,40 @@ VNNI static Q_ALWAYS_INLINE void ptile_mk(int64_t nb, const uint8_t *w, size_t w
             y[(size_t)c * ldy + r] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
-/* Rows in pairs, columns in groups of 8 (quant_matmul's MM_TC), the remainders with smaller
- * constants. Batched Q8_0 product of 4096 x 4096 by 64 columns, 2 threads, GFLOP/s by tile
- * (rows x columns): 1x8 174, 2x6 194, 2x8 256, 3x4 221, 3x6 214, 4x2 170, 4x4 227 (acc
- * spilled); AVX-512 without VNNI, 1x4: 94. */
-#define PT_R 2
-#define PT_C 8
-#define PT_CASE(q4, rr, cc)                                                                        \
-    case (rr) * 16 + (cc): ptile_mk(nb, wr, ws, rr, ac, as, cc, yc, ldy, q4); break;
-#define PT_CASES(q4, rr)                                                                           \
-    PT_CASE(q4, rr, 1) PT_CASE(q4, rr, 2) PT_CASE(q4, rr, 3) PT_CASE(q4, rr, 4)                    \
-    PT_CASE(q4, rr, 5) PT_CASE(q4, rr, 6) PT_CASE(q4, rr, 7) PT_CASE(q4, rr, 8)
-#define DEFINE_PTILE(name, q4, block)                                                              \
-    VNNI static void name(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,  \
+/* A prompt tile of Q8_0/Q4_0 rows (blocks of 32) in groups of PR rows by PC columns through
+ * mk, the remainders with smaller constants: the cases up to PR = 2 and PC = cases * 4. */
+#define RC_CASE(mk, q4, rr, cc)                                                                    \
+    case (rr) * 16 + (cc): mk(nb, wr, ws, rr, ac, as, cc, yc, ldy, q4); break;
+#define RC_CASES4(mk, q4, rr)                                                                      \
+    RC_CASE(mk, q4, rr, 1) RC_CASE(mk, q4, rr, 2) RC_CASE(mk, q4, rr, 3) RC_CASE(mk, q4, rr, 4)
+#define RC_CASES8(mk, q4, rr)                                                                      \
+    RC_CASES4(mk, q4, rr)                                                                          \
+    RC_CASE(mk, q4, rr, 5) RC_CASE(mk, q4, rr, 6) RC_CASE(mk, q4, rr, 7) RC_CASE(mk, q4, rr, 8)
+#define DEFINE_RC_TILE(name, attr, mk, q4, PR, PC, CASES)                                          \
+    attr static void name(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,  \
                           int nc, float *y, size_t ldy)                                           \
     {                                                                                              \
-        const int64_t nb = n / (block);                                                            \
-        for (int r = 0; r < nr; r += PT_R) {                                                       \
-            const int rr = nr - r < PT_R ? nr - r : PT_R;                                          \
+        const int64_t nb = n / QK8_0;                                                              \
+        for (int r = 0; r < nr; r += (PR)) {                                                       \
+            const int rr = nr - r < (PR) ? nr - r : (PR);                                          \
             const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;                               \
-            for (int c = 0; c < nc; c += PT_C) {                                                   \
-                const int cc = nc - c < PT_C ? nc - c : PT_C;                                      \
+            for (int c = 0; c < nc; c += (PC)) {                                                   \
+                const int cc = nc - c < (PC) ? nc - c : (PC);                                      \
                 const uint8_t *ac = (const uint8_t *)a + (size_t)c * as;                           \
                 float *yc = y + (size_t)c * ldy + r;                                               \
                 switch (rr * 16 + cc) {                                                            \
-                    PT_CASES(q4, 1) PT_CASES(q4, 2)                                                \
+                    CASES(mk, q4, 1) CASES(mk, q4, 2)                                              \
                 default: break;                                                                    \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }
-DEFINE_PTILE(ptile_q8_0_vnni, 0, QK8_0)
-DEFINE_PTILE(ptile_q4_0_vnni, 1, QK4_0)
+/* With VNNI, rows in pairs and columns in groups of 8 (quant_matmul's MM_TC). Batched Q8_0
+ * product of 4096 x 4096 by 64 columns, 2 threads, GFLOP/s by tile (rows x columns): 1x8 174,
+ * 2x6 194, 2x8 256, 3x4 221, 3x6 214, 4x2 170, 4x4 227 (acc spilled); AVX-512 without VNNI,
+ * 1x4: 94. */
+DEFINE_RC_TILE(ptile_q8_0_vnni, VNNI, ptile_mk, 0, 2, 8, RC_CASES8)
+DEFINE_RC_TILE(ptile_q4_0_vnni, VNNI, ptile_mk, 1, 2, 8, RC_CASES8)
 
 /* AVX2 tiles of the K-quants: each weight row against the columns in groups of KT2_C. */
 #define KT2_COLS(dotn_call)                                                                        \
@@ -1226,33 +1217,10 @@ AVXVNNI static inline __m256i pt2_dot_vnni(__m256i nc, __m256i u, __m256i w)
 DEFINE_PT2_MK(pt2_mk_sign, AVX2, pt2_row_abs, pt2_col_signed, pt2_dot_sign)
 DEFINE_PT2_MK(pt2_mk_vnni, AVXVNNI, pt2_row_negsum, pt2_col_unsigned, pt2_dot_vnni)
 
-#define PT2_CASE(mk, q4, rr, cc)                                                                   \
-    case (rr) * 16 + (cc): mk(nb, wr, ws, rr, ac, as, cc, yc, ldy, q4); break;
-#define PT2_CASES(mk, q4, rr)                                                                      \
-    PT2_CASE(mk, q4, rr, 1) PT2_CASE(mk, q4, rr, 2) PT2_CASE(mk, q4, rr, 3) PT2_CASE(mk, q4, rr, 4)
-#define DEFINE_PT2(name, attr, mk, q4)                                                             \
-    attr static void name(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,  \
-                          int nc, float *y, size_t ldy)                                           \
-    {                                                                                              \
-        const int64_t nb = n / QK8_0;                                                              \
-        for (int r = 0; r < nr; r += PT2_R) {                                                      \
-            const int rr = nr - r < PT2_R ? nr - r : PT2_R;                                        \
-            const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;                               \
-            for (int c = 0; c < nc; c += PT2_C) {                                                  \
-                const int cc = nc - c < PT2_C ? nc - c : PT2_C;                                    \
-                const uint8_t *ac = (const uint8_t *)a + (size_t)c * as;                           \
-                float *yc = y + (size_t)c * ldy + r;                                               \
-                switch (rr * 16 + cc) {                                                            \
-                    PT2_CASES(mk, q4, 1) PT2_CASES(mk, q4, 2)                                      \
-                default: break;                                                                    \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
-DEFINE_PT2(ptile_q8_0_avx2, AVX2, pt2_mk_sign, 0)
-DEFINE_PT2(ptile_q4_0_avx2, AVX2, pt2_mk_sign, 1)
-DEFINE_PT2(ptile_q8_0_avxvnni, AVXVNNI, pt2_mk_vnni, 0)
-DEFINE_PT2(ptile_q4_0_avxvnni, AVXVNNI, pt2_mk_vnni, 1)
+DEFINE_RC_TILE(ptile_q8_0_avx2, AVX2, pt2_mk_sign, 0, PT2_R, PT2_C, RC_CASES4)
+DEFINE_RC_TILE(ptile_q4_0_avx2, AVX2, pt2_mk_sign, 1, PT2_R, PT2_C, RC_CASES4)
+DEFINE_RC_TILE(ptile_q8_0_avxvnni, AVXVNNI, pt2_mk_vnni, 0, PT2_R, PT2_C, RC_CASES4)
+DEFINE_RC_TILE(ptile_q4_0_avxvnni, AVXVNNI, pt2_mk_vnni, 1, PT2_R, PT2_C, RC_CASES4)
 
 /* ------------------------------------------------------------------ prompt tiles with AMX */
 
@@ -1395,16 +1363,29 @@ AMX static void amx_b32_unpack(const uint8_t *w, size_t ws, int nr, int64_t b0, 
         }
 }
 
-AMX static void amx_b32_config(int rr)
+/* Tiles 0-1: rr rows of a_colsb bytes (weights); 2-3: b_rows rows of 64 bytes (16 columns of
+ * activations); 4-7: rr rows of 16 int32 (the sums). */
+AMX static void amx_configure(int rr, int a_colsb, int b_rows)
 {
     struct amx_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int t = 0; t < 6; t++) { /* weights 0-1, activations 2-3, sums 4-5 */
-        cfg.colsb[t] = t < 2 ? QK8_0 : 64;
-        cfg.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : rr);
+    for (int t = 0; t < 8; t++) {
+        cfg.colsb[t] = (uint16_t)(t < 2 ? a_colsb : 64);
+        cfg.rows[t] = (uint8_t)(t == 2 || t == 3 ? b_rows : rr);
     }
     amx_load_config(&cfg);
+}
+
+/* accs[group][row][column] into y (column c of row r at y[c * ldy + r]). */
+static void amx_store(const float (*accs)[16][16], int nr, int nc, float *y, size_t ldy)
+{
+    for (int g = 0; g * 16 < nc; g++) {
+        const int ncg = nc - 16 * g < 16 ? nc - 16 * g : 16;
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < ncg; c++)
+                y[(size_t)(16 * g + c) * ldy + r] = accs[g][r][c];
+    }
 }
 
 /* kind: Q8_0 straight from the weights, Q4_0 / Q5_0 unpacked a chunk at a time. */
@@ -1415,11 +1396,10 @@ AMX static Q_ALWAYS_INLINE void ptile_b32_amx(int64_t n, const void *w, size_t w
     _Alignas(64) float accs[AMX_B_COLS / 16][16][16];
     block_q8_0 chunk[16 * AMX_B_CHUNK];
     block_q8_0 *buf = kind == GGML_TYPE_Q8_0 ? NULL : chunk;
-    const int ng = (nc + 15) / 16;
     for (int r = 0; r < nr; r += 16) {
         const int rr = nr - r < 16 ? nr - r : 16;
-        memset(accs, 0, sizeof(float) * 256 * (size_t)ng);
-        amx_b32_config(rr);
+        memset(accs, 0, sizeof(float) * 256 * (size_t)((nc + 15) / 16));
+        amx_configure(rr, QK8_0, 8);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
         if (!buf) {
             if (rr == 16)
@@ -1439,12 +1419,7 @@ AMX static Q_ALWAYS_INLINE void ptile_b32_amx(int64_t n, const void *w, size_t w
             }
         }
         _tile_release();
-        for (int g = 0; g < ng; g++) {
-            const int ncg = nc - 16 * g < 16 ? nc - 16 * g : 16;
-            for (int i = 0; i < rr; i++)
-                for (int c = 0; c < ncg; c++)
-                    y[(size_t)(16 * g + c) * ldy + r + i] = accs[g][i][c];
-        }
+        amx_store((const float(*)[16][16])accs, rr, nc, y + r, ldy);
     }
 }
 
@@ -1628,16 +1603,15 @@ AMX static Q_ALWAYS_INLINE void amx_q6_k_block(const struct amx_k_chunk *k, int 
     }
 }
 
+/* nsb super-blocks of nr rows against the groups of nc columns at a, added to
+ * accs[group][row][column]. */
 AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t ws, const int nr,
-                                              const uint8_t *a, size_t as, int nc, float *y, size_t ldy,
-                                              struct amx_k_chunk *k, float (*accs)[16][16], const int kind)
+                                           const uint8_t *a, size_t as, int nc, struct amx_k_chunk *k,
+                                           float (*accs)[16][16], const int kind)
 {
     const int q6 = kind == GGML_TYPE_Q6_K;
     const size_t gbytes = 16 * as;
     const int ng = (nc + 15) / 16;
-    for (int g = 0; g < ng; g++)
-        for (int r = 0; r < 16; r++)
-            _mm512_store_ps(accs[g][r], _mm512_setzero_ps());
     for (int64_t i0 = 0; i0 < nsb; i0 += AMX_K_CHUNK) {
         const int ns = nsb - i0 < AMX_K_CHUNK ? (int)(nsb - i0) : AMX_K_CHUNK;
         if (q6)
@@ -1663,12 +1637,6 @@ AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t
                 _mm512_store_ps(accs[g][r], acc[r]);
         }
     }
-    for (int g = 0; g < ng; g++) {
-        const int ncg = nc - 16 * g < 16 ? nc - 16 * g : 16;
-        for (int r = 0; r < nr; r++)
-            for (int c = 0; c < ncg; c++)
-                y[(size_t)(16 * g + c) * ldy + r] = accs[g][r][c];
-    }
 }
 
 #define AMX_K_COLS 128 /* columns a call takes: the unpacked levels serve 8 groups */
@@ -1682,20 +1650,15 @@ AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws,
     const int64_t nsb = n / QK_K;
     for (int r = 0; r < nr; r += 16) {
         const int rr = nr - r < 16 ? nr - r : 16;
-        struct amx_config cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.palette = 1;
-        for (int t = 0; t < 8; t++) { /* levels 0-1, activations 2-3, sums 4-7 */
-            cfg.colsb[t] = t < 2 ? (q6 ? 16 : 32) : 64;
-            cfg.rows[t] = (uint8_t)(t == 2 || t == 3 ? (q6 ? 4 : 8) : rr);
-        }
-        amx_load_config(&cfg);
+        memset(accs, 0, sizeof(float) * 256 * (size_t)((nc + 15) / 16));
+        amx_configure(rr, q6 ? 16 : 32, q6 ? 4 : 8);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
         if (rr == 16)
-            amx_k_rows(nsb, wr, ws, 16, a, as, nc, y + r, ldy, &k, accs, kind);
+            amx_k_rows(nsb, wr, ws, 16, a, as, nc, &k, accs, kind);
         else
-            amx_k_rows(nsb, wr, ws, rr, a, as, nc, y + r, ldy, &k, accs, kind);
+            amx_k_rows(nsb, wr, ws, rr, a, as, nc, &k, accs, kind);
         _tile_release();
+        amx_store((const float(*)[16][16])accs, rr, nc, y + r, ldy);
     }
 }
 
