@@ -71,10 +71,20 @@ static void axpy_f16_ref(float *o, float p, const uint16_t *v, long n)
     for (long d = 0; d < n; d++)
         o[d] += p * h2f(v[d]);
 }
+/* g query rows (n floats apart) against one cache row: the dot products, and o += p·v. */
+static void dot_f16_multi_ref(const float *q, int g, long n, const uint16_t *k, float *out)
+{
+    for (int i = 0; i < g; i++)
+        out[i] = dot_f16_ref(q + i * n, k, n);
+}
+static void axpy_f16_multi_ref(float *o, int g, const float *p, const uint16_t *v, long n)
+{
+    for (int i = 0; i < g; i++)
+        axpy_f16_ref(o + i * n, p[i], v, n);
+}
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-/* g query rows (n floats apart) against one cache row, which is converted once for all: the
- * dot products q·k (8 lanes, then the lanes summed) and o += p·v. */
+/* The same with the cache row converted once for all g rows (8 lanes, then the lanes summed). */
 __attribute__((target("avx2,fma,f16c"))) static void dot_f16_multi_avx2(const float *q, int g, long n,
                                                                         const uint16_t *k, float *out)
 {
@@ -151,12 +161,10 @@ static void dot_f16_multi(const float *q, int g, long n, const uint16_t *k, floa
         dot_f16_multi_avx512(q, g, n, k, out);
         return;
     }
-    if (have_f16c) {
+    if (have_f16c)
         dot_f16_multi_avx2(q, g, n, k, out);
-        return;
-    }
-    for (int i = 0; i < g; i++)
-        out[i] = dot_f16_ref(q + i * n, k, n);
+    else
+        dot_f16_multi_ref(q, g, n, k, out);
 }
 static void axpy_f16_multi(float *o, int g, const float *p, const uint16_t *v, long n)
 {
@@ -164,24 +172,14 @@ static void axpy_f16_multi(float *o, int g, const float *p, const uint16_t *v, l
         axpy_f16_multi_avx512(o, g, p, v, n);
         return;
     }
-    if (have_f16c) {
+    if (have_f16c)
         axpy_f16_multi_avx2(o, g, p, v, n);
-        return;
-    }
-    for (int i = 0; i < g; i++)
-        axpy_f16_ref(o + i * n, p[i], v, n);
+    else
+        axpy_f16_multi_ref(o, g, p, v, n);
 }
 #else
-static void dot_f16_multi(const float *q, int g, long n, const uint16_t *k, float *out)
-{
-    for (int i = 0; i < g; i++)
-        out[i] = dot_f16_ref(q + i * n, k, n);
-}
-static void axpy_f16_multi(float *o, int g, const float *p, const uint16_t *v, long n)
-{
-    for (int i = 0; i < g; i++)
-        axpy_f16_ref(o + i * n, p[i], v, n);
-}
+#define dot_f16_multi dot_f16_multi_ref
+#define axpy_f16_multi axpy_f16_multi_ref
 #endif
 
 static float dot_f32(const float *x, const float *y, long n)
@@ -417,9 +415,21 @@ static void kv_store_rows(const struct op_args *a, long r0, long r1, int ith)
     }
 }
 
+/* Scores s[0..n) with their maximum mx -> exp(s - mx) in place; returns 1 / their sum. */
+static float softmax_exp(float *s, long n, float mx)
+{
+    double sum = 0;
+    for (long j = 0; j < n; j++) {
+        float e = expf(s[j] - mx);
+        s[j] = e;
+        sum += e;
+    }
+    return (float)(1.0 / sum);
+}
+
 /* F16 cache: the rows of one token whose heads share a KV head (consecutive rows), up to
- * ATTN_G at a time, so each cache row is read and converted once for all of them; every row's
- * operations are those of the one-row path. */
+ * ATTN_G at a time, so each cache row is read and converted once for all of them; each row's
+ * operations are the same whatever the group. */
 static void attn_rows_f16(const struct op_args *a, long r, long g, float *sc)
 {
     const struct graph_node *n = a->node;
@@ -443,16 +453,8 @@ static void attn_rows_f16(const struct op_args *a, long r, long g, float *sc)
             mx[i] = v > mx[i] ? v : mx[i];
         }
     }
-    for (long i = 0; i < g; i++) {
-        double sum = 0;
-        float *si = sc + i * npos;
-        for (long j = 0; j < npos; j++) {
-            float e = expf(si[j] - mx[i]);
-            si[j] = e;
-            sum += e;
-        }
-        inv[i] = (float)(1.0 / sum);
-    }
+    for (long i = 0; i < g; i++)
+        inv[i] = softmax_exp(sc + i * npos, npos, mx[i]);
     memset(o, 0, (size_t)(g * hd) * sizeof(float));
     const uint16_t *V = (const uint16_t *)a->vcache + kvh * hd;
     for (long j = 0; j < npos; j++) {
@@ -489,13 +491,7 @@ static void attn_rows(const struct op_args *a, long r0, long r1, int ith)
             sc[j] = dot_f32(q, K + j * kvw, hd) * scale;
             mx = sc[j] > mx ? sc[j] : mx;
         }
-        double sum = 0;
-        for (long j = 0; j < npos; j++) {
-            float e = expf(sc[j] - mx);
-            sc[j] = e;
-            sum += e;
-        }
-        float inv = (float)(1.0 / sum);
+        float inv = softmax_exp(sc, npos, mx);
         memset(o, 0, (size_t)hd * sizeof(float));
         const float *V = (const float *)a->vcache + kvh * hd;
         for (long j = 0; j < npos; j++) {
