@@ -24,7 +24,7 @@ struct brasa_model_opts {
     int tp_world, tp_rank;         /* with n_gpus: ranks in all, across processes (0: n_gpus),
                                     * and this process's first */
     const char *tp_id;             /* the file through which the processes share NCCL's id */
-    bool verbose;
+    bool verbose;                  /* load messages on stderr (also with BRASA_VERBOSE=1) */
     /* The CPU backend moves the weights out of the file's mapping into memory in huge pages
      * where the system has it to spare (decode streams them faster); true: keep the mapping. */
     bool keep_mapped;

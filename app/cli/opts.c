@@ -196,13 +196,6 @@ void progress_cb(void *ud, float fraction) { progress_update(ud, fraction); }
 
 /* ---- models ---- */
 
-/* BRASA_VERBOSE set and not 0: the load says what it did. */
-static bool verbose_env(void)
-{
-    const char *e = getenv("BRASA_VERBOSE");
-    return e && *e && strcmp(e, "0") != 0;
-}
-
 struct brasa_model *cli_load_model(const char *cmd, const char *path, const struct cli_model *cm)
 {
     if (!path) {
@@ -220,7 +213,7 @@ struct brasa_model *cli_load_model(const char *cmd, const char *path, const stru
     struct brasa_model_opts mo = {.n_threads = cm->threads, .n_gpus = n_gpus,
                                   .gpu_ids = n_gpus && ids[0] >= 0 ? ids : NULL,
                                   .tp_world = cm->world, .tp_rank = cm->rank, .tp_id = cm->id,
-                                  .keep_mapped = cm->keep_mapped, .verbose = verbose_env(),
+                                  .keep_mapped = cm->keep_mapped,
                                   .progress = progress_cb, .progress_ud = &pr};
     struct brasa_model *m = NULL;
     brasa_status st = brasa_model_load(path, &mo, &m, &err);

@@ -62,7 +62,6 @@ brasa_status plat_read_file(const char *path, size_t max_size, char **data, size
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
-
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,6 +72,19 @@ static size_t map_len(size_t size)
 {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     return (size + pg - 1) / pg * pg;
+}
+
+/* len bytes of anonymous memory (prot) at a 2 MiB boundary, or MAP_FAILED. */
+static char *map_aligned(size_t len, int prot)
+{
+    char *r = mmap(NULL, len + HUGE_PAGE, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED)
+        return r;
+    char *at = (char *)(((uintptr_t)r + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (at > r)
+        munmap(r, (size_t)(at - r));
+    munmap(at + len, (size_t)(r + HUGE_PAGE - at));
+    return at;
 }
 
 /* buf = base + sub, or an error when it does not fit. */
@@ -110,18 +122,9 @@ brasa_status plat_map_file(struct plat_map *m, const char *path, struct brasa_er
     /* at a 2 MiB boundary, so that plat_map_to_memory's huge pages can take its place */
     void *p = MAP_FAILED;
     size_t len = map_len(m->size);
-    char *r = len ? mmap(NULL, len + HUGE_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
-    if (r != MAP_FAILED) {
-        char *at = (char *)(((uintptr_t)r + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-        p = mmap(at, m->size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
-        if (p == MAP_FAILED) {
-            munmap(r, len + HUGE_PAGE);
-        } else {
-            if (at > r)
-                munmap(r, (size_t)(at - r));
-            munmap(at + len, (size_t)(r + HUGE_PAGE - at));
-        }
-    }
+    char *at = map_aligned(len, PROT_NONE);
+    if (at != MAP_FAILED && (p = mmap(at, m->size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0)) == MAP_FAILED)
+        munmap(at, len);
     if (p == MAP_FAILED)
         p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
@@ -235,13 +238,9 @@ brasa_status plat_map_to_memory(struct plat_map *m, struct brasa_err *err)
                           "and a margin", (double)avail / (1 << 30), (double)(m->size + margin) / (1 << 30));
     if ((uintptr_t)m->handle_ % HUGE_PAGE)
         return brasa_fail(err, BRASA_EUNSUPPORTED, "the mapping is not at a 2 MiB boundary");
-    char *r = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (r == MAP_FAILED)
+    char *at = map_aligned(len, PROT_READ | PROT_WRITE);
+    if (at == MAP_FAILED)
         return brasa_fail(err, BRASA_ENOMEM, "cannot allocate %zu bytes: %s", len, strerror(errno));
-    char *at = (char *)(((uintptr_t)r + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-    if (at > r)
-        munmap(r, (size_t)(at - r));
-    munmap(at + len, (size_t)(r + HUGE_PAGE - at));
     madvise(at, len, MADV_HUGEPAGE); /* advice: where the system refuses, plain pages */
     madvise(m->handle_, len, 22 /* MADV_POPULATE_READ (5.14): the file's pages in one call */);
     memcpy(at, m->handle_, m->size);

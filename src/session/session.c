@@ -113,6 +113,9 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
     struct brasa_model_opts def = {0};
     if (!opts)
         opts = &def;
+    /* BRASA_VERBOSE (set, not 0) as well as opts->verbose, as the GPU backend reads it */
+    const char *ve = getenv("BRASA_VERBOSE");
+    const bool verbose = opts->verbose || (ve && *ve && strcmp(ve, "0") != 0);
     *out = NULL;
     if (opts->n_threads < 0 || opts->n_threads > 1024)
         return brasa_fail(err, BRASA_EINVAL, "thread count %d is outside 0..1024", opts->n_threads);
@@ -172,20 +175,20 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
         struct gpu_opts go = {.verbose = opts->verbose};
         struct brasa_err gerr = {{0}};
         if (gpu_open(&m->gpu, &go, &gerr) != BRASA_OK &&
-            (opts->backend == BRASA_BACKEND_CUDA || opts->verbose))
+            (opts->backend == BRASA_BACKEND_CUDA || verbose))
             fprintf(stderr, "brasa: %s; running on the CPU\n", gerr.msg);
     }
     if (!m->gpu && !m->tp && !opts->keep_mapped) { /* the CPU streams the weights every token */
         struct brasa_err merr = {{0}};
         double t0 = plat_now();
         if (gguf_to_memory(m->f, &merr) != BRASA_OK) {
-            if (opts->verbose)
+            if (verbose)
                 fprintf(stderr, "brasa: weights stay in the file's mapping: %s\n", merr.msg);
-        } else if (opts->verbose) {
+        } else if (verbose) {
             fprintf(stderr, "brasa: weights moved into memory (huge pages) in %.2f s\n", plat_now() - t0);
         }
     }
-    if (opts->verbose)
+    if (verbose)
         fprintf(stderr, "brasa: %s: %s, %d layers, %d threads\n", path, m->m.arch->name,
                 m->m.hp.n_layer, nth);
     if (opts->progress)
