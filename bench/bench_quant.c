@@ -159,9 +159,15 @@ static double bench_matmul(struct pool *pool, uint32_t type, int64_t rows, int64
     return (double)wbytes / best / 1e9;
 }
 
+/* The formats measured, those with SIMD kernels for prompt batches first (N_BATCHED). */
+static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_K,
+                                 GGML_TYPE_Q4_0, GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_F32,
+                                 GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q3_K,
+                                 GGML_TYPE_Q2_K};
+enum { N_ALL = sizeof types / sizeof types[0], N_BATCHED = 7 };
+
 /* Prompt batches: nc activation columns per pass over the weights, all threads. */
-static void bench_batched(struct pool *pn, const uint32_t *types, int n_types, int64_t nc,
-                          double secs)
+static void bench_batched(struct pool *pn, int n_types, int64_t nc, double secs)
 {
     const int64_t rows = 4096, k = 4096;
     printf("\nbatched product (prompt processing): %lldx%lld weights, n_cols = %lld, all threads\n",
@@ -226,11 +232,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_quant: %s\n", err.msg);
         return 1;
     }
-    if (batch_only) { /* the formats with SIMD kernels */
-        static const uint32_t simd[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_0,
-                                        GGML_TYPE_Q5_K, GGML_TYPE_Q4_0, GGML_TYPE_F16,
-                                        GGML_TYPE_BF16};
-        bench_batched(pn, simd, 7, batch_cols, secs);
+    if (batch_only) {
+        bench_batched(pn, N_BATCHED, batch_cols, secs);
         pool_free(p1);
         pool_free(pn);
         return 0;
@@ -250,12 +253,6 @@ int main(int argc, char **argv)
     fill_random(big, STREAM_BYTES);
     uint8_t *pool_bytes = big;
 
-    static const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_0,
-                                     GGML_TYPE_Q5_K, GGML_TYPE_Q4_0, GGML_TYPE_F16,
-                                     GGML_TYPE_BF16, GGML_TYPE_F32, GGML_TYPE_Q4_1,
-                                     GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q3_K,
-                                     GGML_TYPE_Q2_K};
-    enum { N_ALL = sizeof types / sizeof types[0] };
     static const int64_t shapes[][2] = {{4096, 4096}, {14336, 4096}}; /* rows, k */
     static const int64_t hot_shape[1][2] = {{256, 4096}}; /* fits in L2: kernel speed */
     const int64_t(*sh)[2] = hot ? hot_shape : shapes;
@@ -304,7 +301,7 @@ int main(int argc, char **argv)
                    100 * gn[s][ti] / bwn, (double)wbytes / (bwn * 1e9) * 1e3);
         }
     fflush(stdout);
-    bench_batched(pn, types, n_types < 7 ? n_types : 7, batch_cols, secs);
+    bench_batched(pn, n_types < N_BATCHED ? n_types : N_BATCHED, batch_cols, secs);
     free(big);
     pool_free(p1);
     pool_free(pn);
