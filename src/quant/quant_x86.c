@@ -845,37 +845,67 @@ AVX512 static Q_ALWAYS_INLINE void q8_0_core(__m512i wv, __m512 dw, const block_
     *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, two_scales(y0->d, y1->d)), _mm512_cvtepi32_ps(p), *acc);
 }
 
-AVX512 static Q_ALWAYS_INLINE void q8_0_dotn_avx512(int64_t n, const block_q8_0 *x, const uint8_t *a,
-                                                    size_t as, const int nc, float *out, size_t ldo)
+/* One pair of weight blocks of row wr (Q4_0 when q4, else Q8_0; the last one alone when tail,
+ * the upper half zero): the signed levels and the two scales spread per lane. */
+AVX512 static Q_ALWAYS_INLINE void w32_pair(const uint8_t *wr, int64_t i, const int q4, const int tail,
+                                            __m512i *w, __m512 *dw)
+{
+    uint16_t d0, d1;
+    if (q4) {
+        const __m512i off = _mm512_set1_epi8(8);
+        const block_q4_0 *x = (const block_q4_0 *)wr + i;
+        PF(x, 2 * sizeof *x);
+        *w = tail ? _mm512_maskz_mov_epi8(0xffffffffull,
+                                          _mm512_sub_epi8(_mm512_castsi256_si512(nibbles32(x[0].qs)), off))
+                  : _mm512_sub_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(nibbles32(x[0].qs)),
+                                                       nibbles32(x[1].qs), 1), off);
+        d0 = x[0].d, d1 = tail ? 0 : x[1].d;
+    } else {
+        const block_q8_0 *x = (const block_q8_0 *)wr + i;
+        PF(x, 2 * sizeof *x);
+        *w = tail ? _mm512_maskz_mov_epi8(0xffffffffull, two_blocks(x[0].qs, x[0].qs))
+                  : two_blocks(x[0].qs, x[1].qs);
+        d0 = x[0].d, d1 = tail ? 0 : x[1].d;
+    }
+    *dw = two_scales(d0, d1);
+}
+
+/* A Q8_0 (or, q4, Q4_0) row against nc (<= 4) Q8_0 activation columns, two blocks a step; an
+ * odd last block goes against itself with its upper half masked off. */
+AVX512 static Q_ALWAYS_INLINE void b32_dotn_avx512(int64_t n, const uint8_t *wr, const int q4, const uint8_t *a,
+                                                   size_t as, const int nc, float *out, size_t ldo)
 {
     const int64_t nb = n / QK8_0;
     __m512 acc[4];
 #pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         acc[c] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        PF(x + i, 2 * sizeof *x);
-        const __m512i wv = two_blocks(x[i].qs, x[i + 1].qs);
-        const __m512 dw = two_scales(x[i].d, x[i + 1].d);
+    for (int64_t i = 0; i < nb; i += 2) {
+        const int tail = i + 2 > nb;
+        __m512i wv;
+        __m512 dw;
+        w32_pair(wr, i, q4, tail, &wv, &dw);
 #pragma GCC unroll 4
         for (int c = 0; c < nc; c++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
-            q8_0_core(wv, dw, y, y + 1, &acc[c]);
-        }
-    }
-    if (i < nb) { /* odd block count: the last block against itself, upper half masked off */
-        const __m512i wv = _mm512_maskz_mov_epi8(0xffffffffull, two_blocks(x[i].qs, x[i].qs));
-        const __m512 dw = two_scales(x[i].d, 0);
-#pragma GCC unroll 4
-        for (int c = 0; c < nc; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
-            q8_0_core(wv, dw, y, y, &acc[c]);
+            q8_0_core(wv, dw, y, y + !tail, &acc[c]);
         }
     }
 #pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]);
+}
+
+AVX512 static Q_ALWAYS_INLINE void q8_0_dotn_avx512(int64_t n, const void *w, const uint8_t *a, size_t as,
+                                                    const int nc, float *out, size_t ldo)
+{
+    b32_dotn_avx512(n, w, 0, a, as, nc, out, ldo);
+}
+
+AVX512 static Q_ALWAYS_INLINE void q4_0_dotn_avx512(int64_t n, const void *w, const uint8_t *a, size_t as,
+                                                    const int nc, float *out, size_t ldo)
+{
+    b32_dotn_avx512(n, w, 1, a, as, nc, out, ldo);
 }
 
 AVX512 static float dot_q8_0_avx512(int64_t n, const void *w, const void *a)
@@ -883,43 +913,6 @@ AVX512 static float dot_q8_0_avx512(int64_t n, const void *w, const void *a)
     float r;
     q8_0_dotn_avx512(n, w, a, 0, 1, &r, 0);
     return r;
-}
-
-/* Q4_0 through the Q8_0 core: the nibbles of two blocks, minus 8, as signed bytes. */
-AVX512 static Q_ALWAYS_INLINE void q4_0_dotn_avx512(int64_t n, const block_q4_0 *x, const uint8_t *a,
-                                                    size_t as, const int nc, float *out, size_t ldo)
-{
-    const int64_t nb = n / QK4_0;
-    const __m512i off = _mm512_set1_epi8(8);
-    __m512 acc[4];
-#pragma GCC unroll 4
-    for (int c = 0; c < nc; c++)
-        acc[c] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        PF(x + i, 2 * sizeof *x);
-        const __m512i wv = _mm512_sub_epi8(
-            _mm512_inserti64x4(_mm512_castsi256_si512(nibbles32(x[i].qs)), nibbles32(x[i + 1].qs), 1), off);
-        const __m512 dw = two_scales(x[i].d, x[i + 1].d);
-#pragma GCC unroll 4
-        for (int c = 0; c < nc; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
-            q8_0_core(wv, dw, y, y + 1, &acc[c]);
-        }
-    }
-    if (i < nb) {
-        const __m512i wv = _mm512_maskz_mov_epi8(
-            0xffffffffull, _mm512_sub_epi8(_mm512_castsi256_si512(nibbles32(x[i].qs)), off));
-        const __m512 dw = two_scales(x[i].d, 0);
-#pragma GCC unroll 4
-        for (int c = 0; c < nc; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
-            q8_0_core(wv, dw, y, y, &acc[c]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < nc; c++)
-        out[(size_t)c * ldo] = _mm512_reduce_add_ps(acc[c]);
 }
 
 AVX512 static float dot_q4_0_avx512(int64_t n, const void *w, const void *a)
@@ -997,26 +990,9 @@ static void pact_q8_0(const float *x, void *dst, int64_t n)
 VNNI static Q_ALWAYS_INLINE void b32_pair(const uint8_t *wr, int64_t i, const int q4, const int tail,
                                           __m512i *w, __m512i *nc, __m512 *dw)
 {
-    const __m512i off = _mm512_set1_epi8(8);
-    uint16_t d0, d1;
-    if (q4) {
-        const block_q4_0 *x = (const block_q4_0 *)wr + i;
-        PF(x, 2 * sizeof *x);
-        *w = tail ? _mm512_maskz_mov_epi8(0xffffffffull,
-                                          _mm512_sub_epi8(_mm512_castsi256_si512(nibbles32(x[0].qs)), off))
-                  : _mm512_sub_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(nibbles32(x[0].qs)),
-                                                       nibbles32(x[1].qs), 1), off);
-        d0 = x[0].d, d1 = tail ? 0 : x[1].d;
-    } else {
-        const block_q8_0 *x = (const block_q8_0 *)wr + i;
-        PF(x, 2 * sizeof *x);
-        *w = tail ? _mm512_maskz_mov_epi8(0xffffffffull, two_blocks(x[0].qs, x[0].qs))
-                  : two_blocks(x[0].qs, x[1].qs);
-        d0 = x[0].d, d1 = tail ? 0 : x[1].d;
-    }
+    w32_pair(wr, i, q4, tail, w, dw);
     *nc = _mm512_sub_epi32(_mm512_setzero_si512(),
                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), *w));
-    *dw = two_scales(d0, d1);
 }
 
 /* R (<= 2) weight rows against C (<= 8) prepared activation columns (q4: Q4_0 weights, else
