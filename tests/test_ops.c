@@ -7,6 +7,7 @@
 
 #include "core/pool.h"
 #include "cpu/cpu.h"
+#include "cpu/ops.h"
 #include "graph/graph.h"
 #include "quant/quant.h"
 
@@ -20,11 +21,13 @@ static float *rnd(long n, float scale)
     return x;
 }
 
-/* max|a-b| / max|b| */
+/* max|a-b| / max|b|; infinite where a has a NaN (fmax would pass over it) */
 static double rel(const float *a, const double *b, long n)
 {
     double md = 0, mb = 0;
     for (long i = 0; i < n; i++) {
+        if (isnan(a[i]))
+            return INFINITY;
         md = fmax(md, fabs(a[i] - b[i]));
         mb = fmax(mb, fabs(b[i]));
     }
@@ -113,14 +116,22 @@ TEST(norms)
     free(x), free(w), free(z), free(ref);
 }
 
+/* Every op below at each vector level the CPU has (0 portable, 1 AVX2, 2 AVX-512), the
+ * elementwise ones on values that reach the exponentials' overflow and underflow too, and an
+ * odd count so the vector loops have a partial last step. */
 TEST(eltwise_and_view)
 {
     setup();
-    const long n = 4000;
+    const long n = 4001;
     float *x = rnd(n, 3), *y = rnd(n, 3);
+    const float big[] = {-200, -104, -100, -89, -87.5f, -30, 30, 87.5f, 89, 100, 104, 200};
+    for (long i = 0; i < 12; i++)
+        x[i * 7] = big[i], y[i * 11 + 3] = big[11 - i];
     double *ref = malloc((size_t)n * sizeof *ref);
     enum graph_op ops[] = {GOP_ADD, GOP_MUL, GOP_SCALE, GOP_SWIGLU, GOP_SILU, GOP_SIGMOID_MUL};
+    for (int lv = 0, top = cpu_ops_simd(2); lv <= top; lv++)
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        cpu_ops_simd(lv);
         struct graph g;
         struct cpu *cpu = NULL;
         graph_init(&g, 1, NULL);
@@ -141,10 +152,12 @@ TEST(eltwise_and_view)
         const float *out = run(&g, 0, &cpu);
         CHECK(out != NULL);
         if (out)
-            CHECKF(rel(out, ref, n) < 1e-6, "%s: %.3g", graph_op_name(ops[k]), rel(out, ref, n));
+            CHECKF(rel(out, ref, n) < 1e-6, "%s, level %d: %.3g", graph_op_name(ops[k]), lv,
+                   rel(out, ref, n));
         cpu_free(cpu);
         graph_free(&g);
     }
+    cpu_ops_simd(2);
     /* VIEW: the gate half of query|gate interleaved per head (hd 8, 3 heads, 4 tokens) */
     {
         struct graph g;
@@ -348,6 +361,75 @@ TEST(attention)
     }
 }
 
+/* ATTN on an F16 cache at each vector level (AVX-512 prompts take the tiles), over head sizes,
+ * groups of query heads a KV head, prompt lengths and start positions; the cache holds earlier
+ * positions already, and NaN after the batch's last one, which no row may read. */
+TEST(attention_shapes)
+{
+    setup();
+    const struct {
+        long hd, nh, nkv, T, pos0;
+    } cs[] = {{16, 4, 2, 5, 0},  {64, 12, 2, 37, 11}, {128, 14, 2, 9, 30}, {80, 7, 1, 6, 3},
+              {128, 28, 4, 3, 0}, {32, 40, 1, 2, 5},  {128, 8, 8, 1, 20},  {256, 4, 2, 4, 2}};
+    const long ctx = 64;
+    for (int lv = 0, top = cpu_ops_simd(2); lv <= top; lv++) {
+        cpu_ops_simd(lv);
+        for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+            long hd = cs[c].hd, nh = cs[c].nh, nkv = cs[c].nkv, T = cs[c].T, p0 = cs[c].pos0;
+            long kvw = nkv * hd, np1 = p0 + T;
+            uint16_t *kc = malloc((size_t)(ctx * kvw) * 2), *vc = malloc((size_t)(ctx * kvw) * 2);
+            float *q = rnd(T * nh * hd, 1), *k = rnd(T * kvw, 1), *v = rnd(T * kvw, 1);
+            float *kold = rnd(p0 * kvw + 1, 1), *vold = rnd(p0 * kvw + 1, 1);
+            for (long i = 0; i < ctx * kvw; i++) /* earlier positions, then NaN */
+                kc[i] = vc[i] = 0x7e00;
+            for (long i = 0; i < p0 * kvw; i++)
+                kc[i] = f32_to_fp16(kold[i]), vc[i] = f32_to_fp16(vold[i]);
+            struct graph g;
+            struct cpu *cpu = NULL;
+            graph_init(&g, (int)T, NULL);
+            int qa = leaf(&g, GOP_WEIGHT, q, 0, nh * hd, T);
+            int ka = leaf(&g, GOP_WEIGHT, k, 0, kvw, T), va = leaf(&g, GOP_WEIGHT, v, 0, kvw, T);
+            int kcs = leaf(&g, GOP_STATE, kc, GGML_TYPE_F16, kvw, ctx);
+            int vcs = leaf(&g, GOP_STATE, vc, GGML_TYPE_F16, kvw, ctx);
+            int ks = graph_add(&g, GOP_KV_STORE, "ks", ka, kcs, -1, -1, 0, 0);
+            int vs = graph_add(&g, GOP_KV_STORE, "vs", va, vcs, -1, -1, 0, 0);
+            int o = graph_add(&g, GOP_ATTN, "out", qa, ks, vs, -1, nh * hd, T);
+            g.nodes[o].p.i[0] = (int)nh, g.nodes[o].p.i[1] = (int)nkv, g.nodes[o].p.i[2] = (int)hd;
+            g.nodes[o].p.f[0] = 1.0f / sqrtf((float)hd);
+            double *ref = calloc((size_t)(T * nh * hd), sizeof *ref), *sc = malloc((size_t)np1 * sizeof *sc);
+            for (long t = 0; t < T; t++)
+                for (long h = 0; h < nh; h++) {
+                    long kvh = h / (nh / nkv), np = p0 + t + 1;
+                    double mx = -1e300, sum = 0;
+                    for (long j = 0; j < np; j++) {
+                        const float *kr = j < p0 ? kold + j * kvw : k + (j - p0) * kvw;
+                        double d = 0;
+                        for (long i = 0; i < hd; i++)
+                            d += (double)q[(t * nh + h) * hd + i] * kr[kvh * hd + i];
+                        sc[j] = d / sqrt((double)hd);
+                        mx = fmax(mx, sc[j]);
+                    }
+                    for (long j = 0; j < np; j++)
+                        sum += (sc[j] = exp(sc[j] - mx));
+                    for (long j = 0; j < np; j++) {
+                        const float *vr = j < p0 ? vold + j * kvw : v + (j - p0) * kvw;
+                        for (long i = 0; i < hd; i++)
+                            ref[(t * nh + h) * hd + i] += sc[j] / sum * vr[kvh * hd + i];
+                    }
+                }
+            const float *out = run(&g, (int)p0, &cpu);
+            CHECK(out != NULL);
+            if (out)
+                CHECKF(rel(out, ref, T * nh * hd) < 3e-3, "level %d, hd %ld, %ld heads / %ld, T %ld at %ld: %.3g",
+                       lv, hd, nh, nkv, T, p0, rel(out, ref, T * nh * hd));
+            free(ref), free(sc), free(q), free(k), free(v), free(kold), free(vold), free(kc), free(vc);
+            cpu_free(cpu);
+            graph_free(&g);
+        }
+    }
+    cpu_ops_simd(2);
+}
+
 /* CONV1D over two batches (the rolling state carries the last K-1 inputs across). */
 TEST(conv1d)
 {
@@ -478,5 +560,6 @@ TEST(plan_no_overlap)
     graph_free(&g);
 }
 
-TEST_MAIN(T(norms), T(eltwise_and_view), T(matmul), T(get_rows), T(rope), T(attention), T(conv1d),
+TEST_MAIN(T(norms), T(eltwise_and_view), T(matmul), T(get_rows), T(rope), T(attention),
+          T(attention_shapes), T(conv1d),
           T(deltanet), T(plan_no_overlap))

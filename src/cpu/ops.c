@@ -5,6 +5,7 @@
 #include "cpu/ops.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,17 +42,29 @@ static void run_rows(const struct op_args *a, long n, long cost, rows_fn fn)
 static float f16_table[65536];
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 static bool have_f16c;   /* AVX2 + FMA + F16C: convert 8 halves per instruction */
-static bool have_avx512; /* AVX-512F: 16 */
+static bool have_avx512; /* AVX-512F and DQ: 16 */
+static int simd_cap;     /* what the CPU has (and BRASA_NO_AVX512 allows): 0, 1 or 2 */
 static void f16_init(void)
 {
     for (int i = 0; i < 65536; i++)
         f16_table[i] = fp16_to_f32((uint16_t)i);
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    have_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c");
-    have_avx512 = have_f16c && __builtin_cpu_supports("avx512f") && !getenv("BRASA_NO_AVX512");
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        simd_cap = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                   !getenv("BRASA_NO_AVX512") ? 2 : 1;
 #endif
+    have_f16c = simd_cap >= 1;
+    have_avx512 = simd_cap >= 2;
+}
+
+int cpu_ops_simd(int level)
+{
+    pthread_once(&f16_once, f16_init);
+    level = level < simd_cap ? level : simd_cap;
+    have_f16c = level >= 1;
+    have_avx512 = level >= 2;
+    return level;
 }
 static inline float h2f(uint16_t h) { return f16_table[h]; }
 static inline float round_f16(float x) { return h2f(f32_to_fp16(x)); }
@@ -197,6 +210,41 @@ static float dot_f32(const float *x, const float *y, long n)
 
 static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* e^x over the lanes: 2^n e^r with n = round(x log2 e) and r = x - n ln 2 (ln 2 in two parts),
+ * e^r by Cephes' degree-7 polynomial for expf; within 2 ulp of expf. AVX-512 scales by 2^n
+ * with scalef (infinities, zeros and subnormals as expf gives them); AVX2 clamps x to
+ * [-87.3, 88.3] first, so very negative x give about 1e-38, not 0, and the largest 2e38. */
+#define EXP_POLY(mul, fma, set1, r)                                                                \
+    fma(fma(fma(fma(fma(fma(set1(1.9875691500e-4f), r, set1(1.3981999507e-3f)), r,                 \
+                        set1(8.3334519073e-3f)), r, set1(4.1665795894e-2f)), r,                     \
+                set1(1.6666665459e-1f)), r, set1(5.0000001201e-1f)), mul(r, r), add1(r))
+__attribute__((target("avx512f"))) static inline __m512 exp512(__m512 x)
+{
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+#define add1(r) _mm512_add_ps(r, _mm512_set1_ps(1.0f))
+    const __m512 p = EXP_POLY(_mm512_mul_ps, _mm512_fmadd_ps, _mm512_set1_ps, r);
+#undef add1
+    return _mm512_scalef_ps(p, n);
+}
+__attribute__((target("avx2,fma"))) static inline __m256 exp256(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504089f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+#define add1(r) _mm256_add_ps(r, _mm256_set1_ps(1.0f))
+    const __m256 p = EXP_POLY(_mm256_mul_ps, _mm256_fmadd_ps, _mm256_set1_ps, r);
+#undef add1
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+#endif
 static inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 static long n_elems(const struct graph_node *n) { return (long)(n->ne[0] * n->ne[1] * n->ne[2] * n->ne[3]); }
@@ -319,11 +367,70 @@ static void op_matmul(const struct op_args *a)
 
 /* ---------------------------------------------------------------- elementwise */
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* SiLU-family rows over the lanes (op: GOP_SWIGLU, GOP_SILU or GOP_SIGMOID_MUL); the last
+ * partial vector through a padded copy, so every element takes the same steps. */
+__attribute__((target("avx512f"))) static void silu_rows_avx512(int op, const float *x, const float *y,
+                                                                float *o, long n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (long i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+        const __m512 yv = op == GOP_SILU ? one : _mm512_maskz_loadu_ps(m, y + i);
+        __m512 v;
+        if (op == GOP_SIGMOID_MUL)
+            v = _mm512_mul_ps(xv, _mm512_div_ps(one, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), yv)))));
+        else
+            v = _mm512_mul_ps(_mm512_div_ps(xv, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), xv)))), yv);
+        _mm512_mask_storeu_ps(o + i, m, v);
+    }
+}
+__attribute__((target("avx2,fma"))) static void silu_rows_avx2(int op, const float *x, const float *y,
+                                                              float *o, long n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (long i = 0; i < n; i += 8) {
+        float xb[8] = {0}, yb[8] = {0}, ob[8];
+        const long k = n - i < 8 ? n - i : 8;
+        const float *xp = x + i, *yp = op == GOP_SILU ? NULL : y + i;
+        if (k < 8) {
+            memcpy(xb, xp, (size_t)k * sizeof(float));
+            if (yp)
+                memcpy(yb, yp, (size_t)k * sizeof(float));
+            xp = xb, yp = yp ? yb : NULL;
+        }
+        const __m256 xv = _mm256_loadu_ps(xp), yv = yp ? _mm256_loadu_ps(yp) : one;
+        __m256 v;
+        if (op == GOP_SIGMOID_MUL)
+            v = _mm256_mul_ps(xv, _mm256_div_ps(one, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), yv)))));
+        else
+            v = _mm256_mul_ps(_mm256_div_ps(xv, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), xv)))), yv);
+        _mm256_storeu_ps(k < 8 ? ob : o + i, v);
+        if (k < 8)
+            memcpy(o + i, ob, (size_t)k * sizeof(float));
+    }
+}
+#endif
+
 static void eltwise_rows(const struct op_args *a, long r0, long r1, int ith)
 {
     (void)ith;
     const float *x = a->in[0], *y = a->in[1];
     float *o = a->out, s = a->node->p.f[0];
+#if defined(__x86_64__) && defined(__GNUC__)
+    const int op = a->node->op;
+    if (op == GOP_SWIGLU || op == GOP_SILU || op == GOP_SIGMOID_MUL) {
+        if (have_avx512) {
+            silu_rows_avx512(op, x + r0, op == GOP_SILU ? NULL : y + r0, o + r0, r1 - r0);
+            return;
+        }
+        if (have_f16c) {
+            silu_rows_avx2(op, x + r0, op == GOP_SILU ? NULL : y + r0, o + r0, r1 - r0);
+            return;
+        }
+    }
+#endif
     switch (a->node->op) {
     case GOP_ADD:
         for (long i = r0; i < r1; i++)
@@ -462,6 +569,237 @@ static void attn_rows_f16(const struct op_args *a, long r, long g, float *sc)
             tmp[i] = round_f16(sc[i * npos + j] * inv[i]);
         axpy_f16_multi(o, (int)g, tmp, V + j * kvw, hd);
     }
+}
+
+/* Prompt attention in tiles (F16 cache, AVX-512). A unit is up to ATTN_TR query rows that share
+ * a KV head: hb heads of tb consecutive tokens. Their scores against ATTN_TK cache rows at a
+ * time are one register tile (rows across the lanes, a key a register pair), so each key row
+ * is read and converted once for all of them; the softmax is the rows' (the same steps as
+ * softmax_exp); o += p v runs a few rows at a time against each value row, in position order,
+ * one fused multiply-add a lane and position as axpy_f16_multi (the same sums). Rows never
+ * touch the cache rows after their own position. */
+struct attn_tiles {
+    long nkv, grp, hd, T, hb, hc, tb, units;
+};
+
+static struct attn_tiles attn_tiles_of(const struct op_args *a)
+{
+    const struct graph_node *n = a->node;
+    struct attn_tiles t = {.nkv = n->p.i[1], .hd = n->p.i[2], .T = n->ne[1]};
+    t.grp = n->p.i[0] / t.nkv;
+    t.hb = t.grp < ATTN_TR ? t.grp : ATTN_TR;
+    t.hc = (t.grp + t.hb - 1) / t.hb;
+    t.tb = ATTN_TR / t.hb;
+    t.units = (t.T + t.tb - 1) / t.tb * t.nkv * t.hc;
+    return t;
+}
+
+static bool attn_tiles_apply(const struct op_args *a)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const struct graph_node *n = a->node;
+    long hd = n->p.i[2];
+    return a->kv_type != 0 && have_avx512 && n->ne[1] > 1 && hd % 16 == 0 && hd <= 256 &&
+           !getenv("BRASA_NO_ATTN_TILES");
+#else
+    (void)a;
+    return false;
+#endif
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define AVX512_ATTN __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
+
+/* Scores of the unit's rows (qt: [hd][ATTN_TR], rounded to F16, zero past the rows) against
+ * cache rows [0, npmax): st[j][ATTN_TR], -inf past each row's own positions (np). */
+AVX512_ATTN static void attn_tile_scores(const float *qt, const uint16_t *K, long kvw, long hd,
+                                         long npmax, const int32_t *np, float scale, float *kf,
+                                         float *st)
+{
+    const __m512i n0 = _mm512_loadu_si512(np), n1 = _mm512_loadu_si512(np + 16);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(scale);
+    for (long j0 = 0; j0 < npmax; j0 += ATTN_TK) {
+        long kb = npmax - j0 < ATTN_TK ? npmax - j0 : ATTN_TK;
+        for (long jj = 0; jj < ATTN_TK; jj++)
+            for (long d = 0; d < hd; d += 16)
+                _mm512_storeu_ps(kf + jj * hd + d,
+                                 jj < kb ? _mm512_cvtph_ps(_mm256_loadu_si256(
+                                               (const __m256i *)(K + (j0 + jj) * kvw + d)))
+                                         : _mm512_setzero_ps());
+        __m512 acc[ATTN_TK][2];
+#pragma GCC unroll 12
+        for (int jj = 0; jj < ATTN_TK; jj++)
+            acc[jj][0] = acc[jj][1] = _mm512_setzero_ps();
+        for (long d = 0; d < hd; d++) {
+            const __m512 q0 = _mm512_loadu_ps(qt + d * ATTN_TR), q1 = _mm512_loadu_ps(qt + d * ATTN_TR + 16);
+#pragma GCC unroll 12
+            for (int jj = 0; jj < ATTN_TK; jj++) {
+                const __m512 k = _mm512_set1_ps(kf[jj * hd + d]);
+                acc[jj][0] = _mm512_fmadd_ps(q0, k, acc[jj][0]);
+                acc[jj][1] = _mm512_fmadd_ps(q1, k, acc[jj][1]);
+            }
+        }
+        for (int jj = 0; jj < kb; jj++) {
+            const __m512i j = _mm512_set1_epi32((int)(j0 + jj));
+            float *o = st + (j0 + jj) * ATTN_TR;
+            _mm512_storeu_ps(o, _mm512_mask_blend_ps(_mm512_cmpgt_epi32_mask(n0, j), ninf,
+                                                     _mm512_mul_ps(acc[jj][0], sc)));
+            _mm512_storeu_ps(o + 16, _mm512_mask_blend_ps(_mm512_cmpgt_epi32_mask(n1, j), ninf,
+                                                          _mm512_mul_ps(acc[jj][1], sc)));
+        }
+    }
+}
+
+/* The softmax of each row's scores st[j][i] over its positions j < np[i], as softmax_exp
+ * (the exponentials' sum in double, in position order) with exp512 for expf, then each
+ * probability rounded to F16: st[j][i] = p, 0 past the row's positions. */
+AVX512_ATTN static void attn_tile_softmax(float *st, long npmax, const int32_t *np)
+{
+    const __m512i n0 = _mm512_loadu_si512(np), n1 = _mm512_loadu_si512(np + 16);
+    __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0;
+    for (long j = 0; j < npmax; j++) {
+        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(st + j * ATTN_TR));
+        m1 = _mm512_max_ps(m1, _mm512_loadu_ps(st + j * ATTN_TR + 16));
+    }
+    __m512d s[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+    for (long j = 0; j < npmax; j++) {
+        const __m512i jv = _mm512_set1_epi32((int)j);
+        float *r = st + j * ATTN_TR;
+        const __m512 e0 = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(n0, jv),
+                                              exp512(_mm512_sub_ps(_mm512_loadu_ps(r), m0)));
+        const __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(n1, jv),
+                                              exp512(_mm512_sub_ps(_mm512_loadu_ps(r + 16), m1)));
+        _mm512_storeu_ps(r, e0);
+        _mm512_storeu_ps(r + 16, e1);
+        s[0] = _mm512_add_pd(s[0], _mm512_cvtps_pd(_mm512_castps512_ps256(e0)));
+        s[1] = _mm512_add_pd(s[1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e0), 1))));
+        s[2] = _mm512_add_pd(s[2], _mm512_cvtps_pd(_mm512_castps512_ps256(e1)));
+        s[3] = _mm512_add_pd(s[3], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e1), 1))));
+    }
+    const __m512d one = _mm512_set1_pd(1.0);
+    const __m512 i0 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_div_pd(one, s[0]))),
+                                         _mm512_cvtpd_ps(_mm512_div_pd(one, s[1])), 1);
+    const __m512 i1 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_div_pd(one, s[2]))),
+                                         _mm512_cvtpd_ps(_mm512_div_pd(one, s[3])), 1);
+    for (long j = 0; j < npmax; j++) {
+        float *r = st + j * ATTN_TR;
+        _mm512_storeu_ps(r, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(r), i0),
+                                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+        _mm512_storeu_ps(r + 16, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(r + 16), i1),
+                                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    }
+}
+
+/* o_i += p[j][i] v_j for rows i of [i0, i0 + RB), positions in order: RB rows x VR vectors of 16
+ * lanes in registers. Positions past a row's own (np) are skipped for that row. */
+#define ATTN_PV(RB, VR)                                                                            \
+    AVX512_ATTN static void attn_pv_##RB##_##VR(const float *pt, const uint16_t *V, long kvw,     \
+                                                const int32_t *np, int i0, int nr, float *const *o) \
+    {                                                                                              \
+        __m512 acc[RB][VR];                                                                        \
+        int npmin = np[i0], npmax = np[i0];                                                        \
+        for (int i = 0; i < RB; i++)                                                               \
+            for (int v = 0; v < VR; v++)                                                           \
+                acc[i][v] = _mm512_setzero_ps();                                                   \
+        for (int i = 1; i < nr; i++) {                                                             \
+            npmin = np[i0 + i] < npmin ? np[i0 + i] : npmin;                                       \
+            npmax = np[i0 + i] > npmax ? np[i0 + i] : npmax;                                       \
+        }                                                                                          \
+        for (long j = 0; j < npmax; j++) {                                                         \
+            __m512 vv[VR];                                                                         \
+            for (int v = 0; v < VR; v++)                                                           \
+                vv[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(V + j * kvw + 16 * v))); \
+            const float *p = pt + j * ATTN_TR + i0;                                                \
+            for (int i = 0; i < RB; i++) {                                                         \
+                if (i >= nr || (j >= npmin && j >= np[i0 + i]))                                    \
+                    continue;                                                                      \
+                const __m512 pb = _mm512_set1_ps(p[i]);                                            \
+                for (int v = 0; v < VR; v++)                                                       \
+                    acc[i][v] = _mm512_fmadd_ps(pb, vv[v], acc[i][v]);                             \
+            }                                                                                      \
+        }                                                                                          \
+        for (int i = 0; i < nr; i++)                                                               \
+            for (int v = 0; v < VR; v++)                                                           \
+                _mm512_storeu_ps(o[i] + 16 * v, acc[i][v]);                                        \
+    }
+ATTN_PV(24, 1)
+ATTN_PV(12, 2)
+ATTN_PV(8, 3)
+ATTN_PV(6, 4)
+ATTN_PV(4, 5)
+ATTN_PV(4, 6)
+ATTN_PV(3, 7)
+ATTN_PV(3, 8)
+ATTN_PV(2, 9)
+ATTN_PV(2, 10)
+ATTN_PV(2, 11)
+ATTN_PV(2, 12)
+ATTN_PV(1, 13)
+ATTN_PV(1, 14)
+ATTN_PV(1, 15)
+ATTN_PV(1, 16)
+typedef void (*attn_pv_fn)(const float *, const uint16_t *, long, const int32_t *, int, int,
+                           float *const *);
+static const struct {
+    int rb;
+    attn_pv_fn fn;
+} attn_pv_by_vr[17] = {
+    {0, NULL},          {24, attn_pv_24_1}, {12, attn_pv_12_2}, {8, attn_pv_8_3},
+    {6, attn_pv_6_4},   {4, attn_pv_4_5},   {4, attn_pv_4_6},   {3, attn_pv_3_7},
+    {3, attn_pv_3_8},   {2, attn_pv_2_9},   {2, attn_pv_2_10},  {2, attn_pv_2_11},
+    {2, attn_pv_2_12},  {1, attn_pv_1_13},  {1, attn_pv_1_14},  {1, attn_pv_1_15},
+    {1, attn_pv_1_16},
+};
+
+static void attn_tile_unit(const struct op_args *a, const struct attn_tiles *t, long u, float *scr)
+{
+    const struct graph_node *n = a->node;
+    long nh = n->p.i[0], hd = t->hd, kvw = t->nkv * hd;
+    long kvh = u % t->nkv, hcix = u / t->nkv % t->hc, tb0 = u / (t->nkv * t->hc) * t->tb;
+    long h0 = kvh * t->grp + hcix * t->hb, hn = t->grp - hcix * t->hb;
+    hn = hn < t->hb ? hn : t->hb;
+    long tn = t->T - tb0 < t->tb ? t->T - tb0 : t->tb;
+    int nr = (int)(tn * hn);
+    float *st = scr, *qt = st + (size_t)ATTN_TR * (size_t)(a->ctx->pos0 + t->T), *kf = qt + ATTN_TR * hd;
+    int32_t np[ATTN_TR];
+    float *orow[ATTN_TR];
+    const float *Q = a->in[0];
+    for (int i = 0; i < ATTN_TR; i++) {
+        long tt = tb0 + i / hn, h = h0 + i % hn;
+        np[i] = i < nr ? (int32_t)(a->ctx->pos0 + tt + 1) : 0;
+        orow[i] = i < nr ? (float *)a->out + tt * nh * hd + h * hd : NULL;
+        for (long d = 0; d < hd; d++)
+            qt[d * ATTN_TR + i] = i < nr ? round_f16(Q[tt * nh * hd + h * hd + d]) : 0.0f;
+    }
+    long npmax = np[nr - 1];
+    attn_tile_scores(qt, (const uint16_t *)a->kcache + kvh * hd, kvw, hd, npmax, np, n->p.f[0], kf,
+                     st);
+    attn_tile_softmax(st, npmax, np);
+    const uint16_t *V = (const uint16_t *)a->vcache + kvh * hd;
+    int vr = (int)(hd / 16), rb = attn_pv_by_vr[vr].rb;
+    for (int i0 = 0; i0 < nr; i0 += rb)
+        attn_pv_by_vr[vr].fn(st, V, kvw, np, i0, nr - i0 < rb ? nr - i0 : rb, orow + i0);
+}
+#else
+static void attn_tile_unit(const struct op_args *a, const struct attn_tiles *t, long u, float *scr)
+{
+    (void)a, (void)t, (void)u, (void)scr;
+}
+#endif
+
+struct attn_tiles_job {
+    const struct op_args *a;
+    struct attn_tiles t;
+};
+
+/* Units go to the threads in turn, so that each thread gets early and late tokens alike (a
+ * late token's row costs more: it has more positions). */
+static void attn_tiles_worker(void *arg, int ith, int nth)
+{
+    const struct attn_tiles_job *j = arg;
+    float *scr = j->a->ctx->thr_scratch + (size_t)ith * j->a->ctx->thr_stride;
+    for (long u = ith; u < j->t.units; u += nth)
+        attn_tile_unit(j->a, &j->t, u, scr);
 }
 
 static void attn_rows(const struct op_args *a, long r0, long r1, int ith)
@@ -640,6 +978,11 @@ brasa_status cpu_op(const struct op_args *a, struct brasa_err *err)
         if (st != BRASA_OK)
             return st;
         long span = (a->ctx->pos0 + n->ne[1]) * n->p.i[2];
+        if (attn_tiles_apply(a)) {
+            struct attn_tiles_job j = {a, attn_tiles_of(a)};
+            pool_run(a->ctx->nth > 1 ? a->ctx->pool : NULL, attn_tiles_worker, &j);
+            break;
+        }
         run_rows(a, n->ne[1] * n->p.i[0], span, attn_rows);
         break;
     }

@@ -10,6 +10,13 @@
  * for them: ATTN_G x (context + head size) floats a thread). */
 #define ATTN_G 8
 
+/* Prompt attention in tiles (F16 cache, AVX-512, head sizes a multiple of 16 up to 256): up to
+ * ATTN_TR query rows that share a KV head (several tokens' heads) against each cache row read
+ * once; its scratch: ATTN_TR x context floats of scores, ATTN_TR x head size of queries and
+ * ATTN_TK x head size of keys, a thread. */
+#define ATTN_TR 32
+#define ATTN_TK 12
+
 struct pool;
 
 /* Per-run values shared by every op. */
@@ -35,5 +42,9 @@ struct op_args {
 };
 
 brasa_status cpu_op(const struct op_args *a, struct brasa_err *err);
+
+/* The vector code the ops take (tests): 0 portable C, 1 AVX2 + FMA + F16C, 2 AVX-512; capped
+ * by what the CPU has and BRASA_NO_AVX512. Returns the level now in use. */
+int cpu_ops_simd(int level);
 
 #endif
