@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/pool.h"
+#include "core/simd.h"
 #include "quant/quant.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -29,6 +30,7 @@ static void rows_worker(void *arg, int ith, int nth)
     pool_range(j->n, ith, nth, &b, &e);
     if (b < e)
         j->fn(j->a, b, e, ith);
+    simd_clean_upper();
 }
 
 /* Runs fn over rows [0, n); on the caller alone when the work (n × cost) is small. */
@@ -170,25 +172,23 @@ __attribute__((target("avx512f,avx2,fma,f16c"))) static void axpy_f16_multi_avx5
 }
 static void dot_f16_multi(const float *q, int g, long n, const uint16_t *k, float *out)
 {
-    if (have_avx512) {
+    if (have_avx512)
         dot_f16_multi_avx512(q, g, n, k, out);
-        return;
-    }
-    if (have_f16c)
+    else if (have_f16c)
         dot_f16_multi_avx2(q, g, n, k, out);
     else
         dot_f16_multi_ref(q, g, n, k, out);
+    simd_clean_upper(); /* (the scores' scalar code follows) */
 }
 static void axpy_f16_multi(float *o, int g, const float *p, const uint16_t *v, long n)
 {
-    if (have_avx512) {
+    if (have_avx512)
         axpy_f16_multi_avx512(o, g, p, v, n);
-        return;
-    }
-    if (have_f16c)
+    else if (have_f16c)
         axpy_f16_multi_avx2(o, g, p, v, n);
     else
         axpy_f16_multi_ref(o, g, p, v, n);
+    simd_clean_upper();
 }
 #else
 #define dot_f16_multi dot_f16_multi_ref
@@ -800,6 +800,7 @@ static void attn_tiles_worker(void *arg, int ith, int nth)
     float *scr = j->a->ctx->thr_scratch + (size_t)ith * j->a->ctx->thr_stride;
     for (long u = ith; u < j->t.units; u += nth)
         attn_tile_unit(j->a, &j->t, u, scr);
+    simd_clean_upper();
 }
 
 static void attn_rows(const struct op_args *a, long r0, long r1, int ith)

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "core/pool.h"
+#include "core/simd.h"
 #include "quant/quant_impl.h"
 
 /* vec_dot_type as ggml's CPU backend: 32-blocks pair with Q8_0/Q8_1, K-quants with Q8_K. */
@@ -191,6 +192,7 @@ static void mm_convert(void *arg, int ith, int nth)
         size_t at = g ? (size_t)(c / g * g) * j->a_stride + (size_t)(c % g) * 4 : (size_t)c * j->a_stride;
         act(j->X + c * j->k, j->A + at, j->k);
     }
+    simd_clean_upper();
 }
 
 /* Generic tile: every (row, column) pair through the row dot product. */
@@ -230,6 +232,7 @@ static void mm_rows(void *arg, int ith, int nth)
                              (size_t)j->n_rows);
         }
     }
+    simd_clean_upper();
 }
 
 void quant_matmul(struct pool *pool, uint32_t wtype, const void *W, int64_t n_rows, int64_t k,
