@@ -189,12 +189,38 @@ __device__ __forceinline__ void ld_piece(const rowp &w, int i, piece &p)
 #endif
 }
 
-__device__ __forceinline__ int dot16(u32 w0, u32 w1, u32 w2, u32 w3, int4 a)
+// c + the dot of 16 weight bytes (signed; dot16u: unsigned) with 16 activation bytes
+__device__ __forceinline__ int dot16(u32 w0, u32 w1, u32 w2, u32 w3, int4 a, int c = 0)
 {
-    int s = dot4_i8((int)w0, a.x, 0);
+    int s = dot4_i8((int)w0, a.x, c);
     s = dot4_i8((int)w1, a.y, s);
     s = dot4_i8((int)w2, a.z, s);
     return dot4_i8((int)w3, a.w, s);
+}
+__device__ __forceinline__ int dot16u(u32 w0, u32 w1, u32 w2, u32 w3, int4 a)
+{
+    int s = dot4_u8i8(w0, a.x, 0);
+    s = dot4_u8i8(w1, a.y, s);
+    s = dot4_u8i8(w2, a.z, s);
+    return dot4_u8i8(w3, a.w, s);
+}
+// The dot of the high nibbles of 16 weight bytes with 16 activation bytes. NVIDIA: the bytes
+// masked in place (16 times each nibble) through the unsigned dot, then / 16 (exact), one
+// instruction a word fewer than shifting each word. AMD: shifted (its unsigned dot is two).
+__device__ __forceinline__ int dot16hi(uint4 q, int4 a)
+{
+#if BRASA_HIP
+    const u32 mk = 0x0F0F0F0Fu;
+    return dot16((q.x >> 4) & mk, (q.y >> 4) & mk, (q.z >> 4) & mk, (q.w >> 4) & mk, a);
+#else
+    const u32 hk = 0xF0F0F0F0u;
+    return dot16u(q.x & hk, q.y & hk, q.z & hk, q.w & hk, a) >> 4;
+#endif
+}
+// The sum of 16 activation bytes times c (for the weights' offsets: Q4_0's 8, Q6_K's 32)
+__device__ __forceinline__ int sum16(int4 a, int c)
+{
+    return c * dot16(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u, a);
 }
 
 // With RP, a rotated weight's group takes the rows of pairs: slots s, s + 1 (s even) of a head
@@ -216,6 +242,7 @@ struct act {
     int4 a0, a1;
     float d;
     int s0, s1, ss; // the sums of the piece's two runs of 16; ss: both, as 16-bit halves
+    int o0, o1;     // Q4_0, Q6_K: minus the weights' offset times the runs' sums (o1: Q6_K)
 #endif
 };
 
@@ -262,6 +289,7 @@ __device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
     a.a0 = *(const int4 *)q;
 #if QT == T_Q4_0
     a.a1 = *(const int4 *)(q + 16);
+    a.o0 = sum16(a.a0, -8) + sum16(a.a1, -8);
 #elif QT == T_Q4_K || QT == T_Q5_K
     a.a1 = *(const int4 *)(q + 32);
     a.s0 = x.s[PE * GL / 16 * i];
@@ -269,6 +297,8 @@ __device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
     a.ss = pack16(a.s0, a.s1);
 #elif QT == T_Q6_K
     a.a1 = *(const int4 *)(q + 64);
+    a.o0 = sum16(a.a0, -32);
+    a.o1 = sum16(a.a1, -32);
 #endif
     a.d = x.d[PE * GL / 32 * i];
 #endif
@@ -293,19 +323,21 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
     int s = dot16(p.q.x, p.q.y, p.q.z, p.q.w, a.a0);
     return a.d * h2f(p.d) * (float)s;
 #elif QT == T_Q4_0
-    const u32 o = 0x08080808u, mk = 0x0F0F0F0Fu;
-    int s = dot16(vsub4(p.q.x & mk, o), vsub4(p.q.y & mk, o), vsub4(p.q.z & mk, o),
-                  vsub4(p.q.w & mk, o), a.a0);
-    s += dot16(vsub4((p.q.x >> 4) & mk, o), vsub4((p.q.y >> 4) & mk, o),
-               vsub4((p.q.z >> 4) & mk, o), vsub4((p.q.w >> 4) & mk, o), a.a1);
+    // sum (q - 8) a = sum q a - 8 sum a, the second term the activation's (a.o0), so the
+    // nibbles go to the dot as they are
+    const u32 mk = 0x0F0F0F0Fu;
+    int s = dot16(p.q.x & mk, p.q.y & mk, p.q.z & mk, p.q.w & mk, a.a0, a.o0);
+    s += dot16hi(p.q, a.a1);
     return a.d * h2f(p.d) * (float)s;
 #elif QT == T_Q4_K || QT == T_Q5_K
     int pr = m >> 1;
     const u32 mk = 0x0F0F0F0Fu;
     u32 l0 = p.q.x & mk, l1 = p.q.y & mk, l2 = p.q.z & mk, l3 = p.q.w & mk;
+#if QT == T_Q4_K
+    int d0 = dot16(l0, l1, l2, l3, a.a0), d1 = dot16hi(p.q, a.a1);
+#else
     u32 h0 = (p.q.x >> 4) & mk, h1 = (p.q.y >> 4) & mk, h2 = (p.q.z >> 4) & mk,
         h3 = (p.q.w >> 4) & mk;
-#if QT == T_Q5_K
     const u32 b1 = 0x01010101u;
     int j0 = 2 * pr, j1 = j0 + 1;
     l0 |= ((p.b.x >> j0) & b1) << 4;
@@ -316,8 +348,8 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
     h1 |= ((p.b.y >> j1) & b1) << 4;
     h2 |= ((p.b.z >> j1) & b1) << 4;
     h3 |= ((p.b.w >> j1) & b1) << 4;
-#endif
     int d0 = dot16(l0, l1, l2, l3, a.a0), d1 = dot16(h0, h1, h2, h3, a.a1);
+#endif
     // the scales and mins of sub-blocks 2 pr and 2 pr + 1, as byte pairs (ggml's
     // get_scale_min_k4 for two neighbours at once, with the lane's shifts and masks)
     const bool hi = pr >= 2;
@@ -337,18 +369,20 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
     return a.d * (h2f((u16)(p.a.x & 0xffff)) * (float)isc -
                   h2f((u16)(p.a.x >> 16)) * (float)imn);
 #else // Q6_K
+    // sum (q - 32) a = sum q a - 32 sum a, the second term the activation's (a.o0, a.o1,
+    // once for the group's rows), so the 6-bit values go to the dot as they are
     int mm = m & 3;
-    const u32 mk = 0x0F0F0F0Fu, m2 = 0x03030303u, o = 0x20202020u;
+    const u32 mk = 0x0F0F0F0Fu, m2 = 0x03030303u;
     int sh = 2 * (mm >> 1);
-    u32 l0 = vsub4((p.q.x & mk) | (((p.a.x >> sh) & m2) << 4), o);
-    u32 l1 = vsub4((p.q.y & mk) | (((p.a.y >> sh) & m2) << 4), o);
-    u32 l2 = vsub4((p.q.z & mk) | (((p.a.z >> sh) & m2) << 4), o);
-    u32 l3 = vsub4((p.q.w & mk) | (((p.a.w >> sh) & m2) << 4), o);
-    u32 h0 = vsub4(((p.q.x >> 4) & mk) | (((p.a.x >> (sh + 4)) & m2) << 4), o);
-    u32 h1 = vsub4(((p.q.y >> 4) & mk) | (((p.a.y >> (sh + 4)) & m2) << 4), o);
-    u32 h2 = vsub4(((p.q.z >> 4) & mk) | (((p.a.z >> (sh + 4)) & m2) << 4), o);
-    u32 h3 = vsub4(((p.q.w >> 4) & mk) | (((p.a.w >> (sh + 4)) & m2) << 4), o);
-    int s = p.s0 * dot16(l0, l1, l2, l3, a.a0) + p.s1 * dot16(h0, h1, h2, h3, a.a1);
+    u32 l0 = (p.q.x & mk) | (((p.a.x >> sh) & m2) << 4);
+    u32 l1 = (p.q.y & mk) | (((p.a.y >> sh) & m2) << 4);
+    u32 l2 = (p.q.z & mk) | (((p.a.z >> sh) & m2) << 4);
+    u32 l3 = (p.q.w & mk) | (((p.a.w >> sh) & m2) << 4);
+    u32 h0 = ((p.q.x >> 4) & mk) | (((p.a.x >> (sh + 4)) & m2) << 4);
+    u32 h1 = ((p.q.y >> 4) & mk) | (((p.a.y >> (sh + 4)) & m2) << 4);
+    u32 h2 = ((p.q.z >> 4) & mk) | (((p.a.z >> (sh + 4)) & m2) << 4);
+    u32 h3 = ((p.q.w >> 4) & mk) | (((p.a.w >> (sh + 4)) & m2) << 4);
+    int s = p.s0 * dot16(l0, l1, l2, l3, a.a0, a.o0) + p.s1 * dot16(h0, h1, h2, h3, a.a1, a.o1);
     return a.d * h2f(p.d) * (float)s;
 #endif
 #endif

@@ -96,6 +96,19 @@ __device__ __forceinline__ int dot4_i8(int a, int b, int c)
 #endif
 }
 
+// c + the dot product of the four unsigned bytes of a and the four signed bytes of b.
+// NVIDIA: dp4a.u32.s32. AMD: two sdot4, the bytes' low 7 bits and their top bits.
+__device__ __forceinline__ int dot4_u8i8(unsigned a, int b, int c)
+{
+#if BRASA_HIP
+    return dot4_i8((int)(a & 0x7f7f7f7fu), b, c) + 128 * dot4_i8((int)((a >> 7) & 0x01010101u), b, 0);
+#else
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#endif
+}
+
 // c + the dot product of the two signed 16-bit halves of a and the two low signed bytes of b.
 // NVIDIA: dp2a. AMD: plain multiplies.
 __device__ __forceinline__ int dot2_i16_i8(int a, int b, int c)
