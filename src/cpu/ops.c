@@ -523,15 +523,47 @@ static void kv_store_rows(const struct op_args *a, long r0, long r1, int ith)
     }
 }
 
-/* Scores s[0..n) with their maximum mx -> exp(s - mx) in place; returns 1 / their sum. */
+#if defined(__x86_64__) && defined(__GNUC__)
+/* s[j] = e^(s[j] - mx) over the lanes (the last partial vector masked, or through a copy) */
+__attribute__((target("avx512f"))) static void exp_sub_avx512(float *s, long n, float mx)
+{
+    const __m512 m = _mm512_set1_ps(mx);
+    for (long j = 0; j < n; j += 16) {
+        const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        _mm512_mask_storeu_ps(s + j, k, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m)));
+    }
+}
+__attribute__((target("avx2,fma"))) static void exp_sub_avx2(float *s, long n, float mx)
+{
+    const __m256 m = _mm256_set1_ps(mx);
+    for (long j = 0; j < n; j += 8) {
+        float b[8] = {0};
+        const long k = n - j < 8 ? n - j : 8;
+        memcpy(b, s + j, (size_t)k * sizeof(float));
+        _mm256_storeu_ps(b, exp256(_mm256_sub_ps(_mm256_loadu_ps(b), m)));
+        memcpy(s + j, b, (size_t)k * sizeof(float));
+    }
+}
+#endif
+
+/* Scores s[0..n) with their maximum mx -> exp(s - mx) in place (the vector exponential where
+ * the CPU has AVX2 or AVX-512); returns 1 / their sum, added in double in order. */
 static float softmax_exp(float *s, long n, float mx)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (have_f16c) {
+        if (have_avx512)
+            exp_sub_avx512(s, n, mx);
+        else
+            exp_sub_avx2(s, n, mx);
+        simd_clean_upper(); /* (the scalar sum follows) */
+    } else
+#endif
+        for (long j = 0; j < n; j++)
+            s[j] = expf(s[j] - mx);
     double sum = 0;
-    for (long j = 0; j < n; j++) {
-        float e = expf(s[j] - mx);
-        s[j] = e;
-        sum += e;
-    }
+    for (long j = 0; j < n; j++)
+        sum += s[j];
     return (float)(1.0 / sum);
 }
 
