@@ -5,7 +5,6 @@
 #include "cpu/ops.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +45,7 @@ static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 static bool have_f16c;   /* AVX2 + FMA + F16C: convert 8 halves per instruction */
 static bool have_avx512; /* AVX-512F and DQ: 16 */
 static int simd_cap;     /* what the CPU has (and BRASA_NO_AVX512 allows): 0, 1 or 2 */
+static bool no_tiles;    /* BRASA_NO_ATTN_TILES: prompt attention by rows (measurement) */
 static void f16_init(void)
 {
     for (int i = 0; i < 65536; i++)
@@ -56,6 +56,7 @@ static void f16_init(void)
         simd_cap = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                    !getenv("BRASA_NO_AVX512") ? 2 : 1;
 #endif
+    no_tiles = getenv("BRASA_NO_ATTN_TILES") != NULL;
     have_f16c = simd_cap >= 1;
     have_avx512 = simd_cap >= 2;
 }
@@ -370,7 +371,8 @@ static void op_matmul(const struct op_args *a)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* SiLU-family rows over the lanes (op: GOP_SWIGLU, GOP_SILU or GOP_SIGMOID_MUL); the last
- * partial vector through a padded copy, so every element takes the same steps. */
+ * partial vector masked (AVX-512) or through a padded copy (AVX2), so every element takes the
+ * same steps. */
 __attribute__((target("avx512f"))) static void silu_rows_avx512(int op, const float *x, const float *y,
                                                                 float *o, long n)
 {
@@ -387,29 +389,27 @@ __attribute__((target("avx512f"))) static void silu_rows_avx512(int op, const fl
         _mm512_mask_storeu_ps(o + i, m, v);
     }
 }
+__attribute__((target("avx2,fma"))) static __m256 silu8(int op, __m256 x, __m256 y)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    if (op == GOP_SIGMOID_MUL)
+        return _mm256_mul_ps(x, _mm256_div_ps(one, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), y)))));
+    return _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), x)))), y);
+}
 __attribute__((target("avx2,fma"))) static void silu_rows_avx2(int op, const float *x, const float *y,
                                                               float *o, long n)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
-    for (long i = 0; i < n; i += 8) {
-        float xb[8] = {0}, yb[8] = {0}, ob[8];
-        const long k = n - i < 8 ? n - i : 8;
-        const float *xp = x + i, *yp = op == GOP_SILU ? NULL : y + i;
-        if (k < 8) {
-            memcpy(xb, xp, (size_t)k * sizeof(float));
-            if (yp)
-                memcpy(yb, yp, (size_t)k * sizeof(float));
-            xp = xb, yp = yp ? yb : NULL;
-        }
-        const __m256 xv = _mm256_loadu_ps(xp), yv = yp ? _mm256_loadu_ps(yp) : one;
-        __m256 v;
-        if (op == GOP_SIGMOID_MUL)
-            v = _mm256_mul_ps(xv, _mm256_div_ps(one, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), yv)))));
-        else
-            v = _mm256_mul_ps(_mm256_div_ps(xv, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), xv)))), yv);
-        _mm256_storeu_ps(k < 8 ? ob : o + i, v);
-        if (k < 8)
-            memcpy(o + i, ob, (size_t)k * sizeof(float));
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, silu8(op, _mm256_loadu_ps(x + i), y ? _mm256_loadu_ps(y + i) : one));
+    if (i < n) {
+        float xb[8] = {0}, yb[8] = {0};
+        memcpy(xb, x + i, (size_t)(n - i) * sizeof(float));
+        if (y)
+            memcpy(yb, y + i, (size_t)(n - i) * sizeof(float));
+        _mm256_storeu_ps(xb, silu8(op, _mm256_loadu_ps(xb), y ? _mm256_loadu_ps(yb) : one));
+        memcpy(o + i, xb, (size_t)(n - i) * sizeof(float));
     }
 }
 #endif
@@ -536,12 +536,14 @@ __attribute__((target("avx512f"))) static void exp_sub_avx512(float *s, long n, 
 __attribute__((target("avx2,fma"))) static void exp_sub_avx2(float *s, long n, float mx)
 {
     const __m256 m = _mm256_set1_ps(mx);
-    for (long j = 0; j < n; j += 8) {
+    long j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(s + j, exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), m)));
+    if (j < n) {
         float b[8] = {0};
-        const long k = n - j < 8 ? n - j : 8;
-        memcpy(b, s + j, (size_t)k * sizeof(float));
+        memcpy(b, s + j, (size_t)(n - j) * sizeof(float));
         _mm256_storeu_ps(b, exp256(_mm256_sub_ps(_mm256_loadu_ps(b), m)));
-        memcpy(s + j, b, (size_t)k * sizeof(float));
+        memcpy(s + j, b, (size_t)(n - j) * sizeof(float));
     }
 }
 #endif
@@ -632,8 +634,8 @@ static bool attn_tiles_apply(const struct op_args *a)
 #if defined(__x86_64__) && defined(__GNUC__)
     const struct graph_node *n = a->node;
     long hd = n->p.i[2];
-    return a->kv_type != 0 && have_avx512 && n->ne[1] > 1 && hd % 16 == 0 && hd <= 256 &&
-           !getenv("BRASA_NO_ATTN_TILES");
+    return a->kv_type != 0 && have_avx512 && !no_tiles && n->ne[1] > 1 && hd % 16 == 0 &&
+           hd <= 256;
 #else
     (void)a;
     return false;
