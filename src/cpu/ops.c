@@ -69,6 +69,11 @@ int cpu_ops_simd(int level)
     have_avx512 = level >= 2;
     return level;
 }
+bool cpu_ops_attn_tiles(void)
+{
+    pthread_once(&f16_once, f16_init);
+    return simd_cap >= 2 && !no_tiles;
+}
 static inline float h2f(uint16_t h) { return f16_table[h]; }
 static inline float round_f16(float x) { return h2f(f32_to_fp16(x)); }
 

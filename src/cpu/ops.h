@@ -1,6 +1,7 @@
 /* ops: the CPU kernels of the graph ops (semantics in graph/graph.h). */
 #ifndef BRASA_CPU_OPS_H
 #define BRASA_CPU_OPS_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "core/status.h"
@@ -46,5 +47,9 @@ brasa_status cpu_op(const struct op_args *a, struct brasa_err *err);
 /* The vector code the ops take (tests): 0 portable C, 1 AVX2 + FMA + F16C, 2 AVX-512; capped
  * by what the CPU has and BRASA_NO_AVX512. Returns the level now in use. */
 int cpu_ops_simd(int level);
+
+/* Whether prompt attention may take the tiles on this CPU (AVX-512, BRASA_NO_ATTN_TILES unset):
+ * the per-thread scratch is sized for them only then. */
+bool cpu_ops_attn_tiles(void);
 
 #endif
