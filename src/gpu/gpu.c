@@ -515,6 +515,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         int rl = env_int("BRASA_GPU_MVD_RL", -1); /* (measurement) */
         if (dec == 1 && rp && rl >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"RL", rl};
+        int q8p = env_int("BRASA_GPU_MVD_Q8P", 0); /* (measurement: Q8_0 pieces of 16 bytes) */
+        if (dec == 1 && q8p == 16 && wtype == T_Q8_0 && v[k].n_defs < GV_MAX_DEFS)
+            v[k].defs[v[k].n_defs++] = (struct jit_def){"Q8P", 16};
         int ef = env_int("BRASA_GPU_MVD_EF", -1); /* (measurement: the weights' loads) */
         if (dec == 1 && ef >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"EF", ef};
@@ -1204,9 +1207,11 @@ static brasa_status plan_matmul(struct pb *b, int i)
     struct mv_kernel *mv = NULL;
     struct launch *l;
     if (T == 1 && b->s->mvd) {
-        /* decode (mvd.cu): rows of 16-byte pieces, a group of weight rows per 32 x ks lanes */
-        int pe = w->type == T_Q8_0 ? 16 : w->type == T_F16 || w->type == T_BF16 ? 8
-               : w->type == T_F32 ? 4 : 32;
+        /* decode (mvd.cu): rows of 16-byte pieces (Q8_0: 32), a group of weight rows per 32 x
+         * ks lanes */
+        int pe = w->type == T_F16 || w->type == T_BF16 ? 8 : w->type == T_F32 ? 4 : 32;
+        if (w->type == T_Q8_0 && (env_int("BRASA_GPU_MVD_Q8P", 0) == 16 || env_int("BRASA_GPU_MVD_Q8KS", 0)))
+            pe = 16; /* (measurement) */
         long pieces = k / pe;
         int nr = mvd_rows(b, glu, nm, r, k, w->type), nout = glu ? nr / 2 : nr;
         long groups = (tot + nout - 1) / nout;
@@ -1236,7 +1241,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         long gpb = mv->nw / ks, nblk = (groups + gpb - 1) / gpb, grid = nblk;
         unsigned shm = 0;
         if (xc) { /* as many blocks as the SMs hold, each with the converted activation */
-            shm = (unsigned)(mode == 0 ? k + k / 8 : mode == 1 ? k + k / 8 + k / 4 : 4 * k);
+            shm = (unsigned)(mode <= 1 ? k + k / 8 : 4 * k);
             if (shm > mv->shm) {
                 if (!allow_smem(g, mv->fn, shm))
                     return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: %u bytes of shared "
@@ -1254,7 +1259,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ap(l, W[j]);
         ap(l, mode >= 2 ? b->xf : b->xq);
         ap(l, b->xd);
-        ap(l, b->xs);
         ap_outputs(l, y, bias, res, rscale, r);
         ai(l, k);
         ap(l, xc ? x : 0);

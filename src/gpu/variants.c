@@ -54,13 +54,16 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp,
         (ks != 1 && ks != 2 && ks != 4) || (rp && glu))
         return 0;
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
-     * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps).
+     * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps),
+     * then (Q6_K's AL rounds, Q8_0's 32-byte pieces) at 102 registers, 20 warps: Q8_0's
+     * converting products spill 16 bytes at 80, and take 20 warps without (7B +1.5%).
      * Blocks of 4 warps; xc: one block per SM, which converts the activation itself; AL:
      * a round's activation loads go out together (7B Q4_K_M +2-5%; Q8_0 / Q4_0 lost 1-1.5%,
      * Q5_K would spill, the float types are not measured; BENCHMARKS.md) */
-    int q5 = wtype == GGML_TYPE_Q5_K, nv = 2 + (wtype == GGML_TYPE_Q6_K && cap > 2);
+    int q5 = wtype == GGML_TYPE_Q5_K;
+    int nv = 2 + ((wtype == GGML_TYPE_Q6_K || wtype == GGML_TYPE_Q8_0) && cap > 2);
     int al = wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K;
-    for (int v = 0; v < nv; v++) /* (Q6_K's AL rounds: up to 102 registers, 20 warps) */
+    for (int v = 0; v < nv; v++)
         out[v] = (struct gpu_variant){.tmpl = "mvd.cu",
                                       .defs = {{"QT", (long)wtype},
                                                {"NW", !xc ? 4 : !v ? 32 : q5 || v == 2 ? 20 : 24},

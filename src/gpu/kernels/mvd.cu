@@ -1,13 +1,15 @@
 // mvd.cu: the decode matrix-vector product y = W x (one column), built to run at the memory
 // bandwidth. The weight is planar (gpu/layout.h): a row's quantized values (the raw values for
-// F32/F16/BF16) are consecutive bytes, cut here into 16-byte pieces. A group of 32 x KS lanes
-// (KS warps) takes NR weight rows together: lane sl reads pieces sl, sl + 32 KS, ... of each
-// of the NR rows, so every load instruction of a warp reads 512 consecutive bytes of one row,
-// the activation a piece needs is read once for NR rows, and U x NR pieces are in flight per
-// lane before the first is used. Piece t of a row covers 32
-// elements (Q4_0, Q4_K, Q5_K, Q6_K: two runs of 16), 16 (Q8_0), 8 (F16, BF16) or 4 (F32).
-// The activation is converted as for matvec.cu (quant_act): int8 with a scale per 32 and, for
-// the K formats, the sum of each 16 (xs) so the min term costs no extra dot products.
+// F32/F16/BF16) are consecutive bytes, cut here into 16-byte pieces (Q8_0: 32-byte pieces, a
+// whole block, read by two 16-byte loads). A group of 32 x KS lanes (KS warps) takes NR weight
+// rows together: lane sl reads pieces sl, sl + 32 KS, ... of each of the NR rows, so every
+// load instruction of a warp reads 512 consecutive bytes of one row (Q8_0: two instructions,
+// 1024), the activation a piece needs is read once for NR rows, and U x NR pieces are in
+// flight per lane before the first is used. Piece t of a row covers 32 elements (Q4_0, Q4_K,
+// Q5_K, Q6_K: two runs of 16; Q8_0: a block, one scale for 32 where pieces of 16 took two,
+// tg128 +4-6% on 7B Q8_0), 8 (F16, BF16) or 4 (F32). The activation is converted as for
+// matvec.cu (quant_act): int8 with a scale per 32 (the K formats' sums of 16, which the min
+// term needs, come from the activation bytes a lane already holds).
 // Epilogue: y = res + rscale * (acc + bias) where res is set. Up to three weights that read
 // the same activation (q, k, v; each a multiple of NR rows) in one launch, or with GLU the
 // gate and up rows (NR / 2 of each) with the SwiGLU output.
@@ -65,6 +67,10 @@
 #ifndef RL
 #define RL 1
 #endif
+#ifndef Q8P
+#define Q8P 32
+#endif
+#define Q8W (QT == T_Q8_0 && Q8P == 32)
 #if RP && GLU
 #error "RP: not with GLU"
 #endif
@@ -79,11 +85,11 @@
 #if QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
 #define PE 32 // elements per piece
 #define BE 256 // elements per block
-#elif QT == T_Q4_0
-#define PE 32
+#elif QT == T_Q8_0 && Q8P == 16
+#define PE 16 // (measurement: pieces of half a block)
 #define BE 32
-#elif QT == T_Q8_0
-#define PE 16
+#elif QT == T_Q4_0 || QT == T_Q8_0
+#define PE 32
 #define BE 32
 #elif QT == T_F16 || QT == T_BF16
 #define PE 8
@@ -104,6 +110,9 @@
 
 struct piece {
     uint4 q;  // 16 bytes of quantized (or raw) values
+#if Q8W
+    uint4 q2; // the block's other 16
+#endif
 #if QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
     uint4 a;  // Q4_K/Q5_K: d, dmin, scales; Q6_K: the matching qh bytes
 #endif
@@ -173,7 +182,12 @@ __device__ __forceinline__ uint4 ldw(const u8 *p) { return ld16_hint<EF>(p); }
 // The lane's piece i of a row
 __device__ __forceinline__ void ld_piece(const rowp &w, int i, piece &p)
 {
+#if Q8W
+    p.q = ldw(w.q + 32 * GL * i);
+    p.q2 = ldw(w.q + 32 * GL * i + 16);
+#else
     p.q = ldw(w.q + 16 * GL * i);
+#endif
 #if QT == T_Q4_K
     p.a = ldw(w.h + 16 * BSTEP * i);
 #elif QT == T_Q5_K
@@ -246,19 +260,17 @@ struct act {
 #endif
 };
 
-// The lane's activation pointers (its first piece's): values (int8, or floats), scale, sums
+// The lane's activation pointers (its first piece's): values (int8, or floats) and scale
 struct actp {
     const u8 *x;
     const float *d;
-    const int *s;
 };
-__device__ __forceinline__ actp act_of(const void *xa, const float *xd, const int *xs, int sl)
+__device__ __forceinline__ actp act_of(const void *xa, const float *xd, int sl)
 {
     actp p;
 #if !QUANT
     p.x = (const u8 *)xa + 4 * PE * sl;
     p.d = xd;
-    p.s = xs;
 #else
     const int m = sl % PPB;
 #if QT == T_Q4_K || QT == T_Q5_K
@@ -270,7 +282,6 @@ __device__ __forceinline__ actp act_of(const void *xa, const float *xd, const in
 #endif
     p.x = (const u8 *)xa + e0;
     p.d = xd + (e0 >> 5);
-    p.s = xs + (e0 >> 4);
 #endif
     return p;
 }
@@ -287,13 +298,17 @@ __device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
 #else
     const u8 *q = x.x + PE * GL * i;
     a.a0 = *(const int4 *)q;
-#if QT == T_Q4_0
+#if QT == T_Q4_0 || Q8W
     a.a1 = *(const int4 *)(q + 16);
+#endif
+#if QT == T_Q4_0
     a.o0 = sum16(a.a0, -8) + sum16(a.a1, -8);
 #elif QT == T_Q4_K || QT == T_Q5_K
     a.a1 = *(const int4 *)(q + 32);
-    a.s0 = x.s[PE * GL / 16 * i];
-    a.s1 = x.s[PE * GL / 16 * i + 2];
+    // the runs' sums from the bytes in hand, not quant_act's xs: two dot chains for two loads
+    // fewer a piece (tg128 +1-2%, BENCHMARKS.md)
+    a.s0 = sum16(a.a0, 1);
+    a.s1 = sum16(a.a1, 1);
     a.ss = pack16(a.s0, a.s1);
 #elif QT == T_Q6_K
     a.a1 = *(const int4 *)(q + 64);
@@ -321,6 +336,9 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 #else
 #if QT == T_Q8_0
     int s = dot16(p.q.x, p.q.y, p.q.z, p.q.w, a.a0);
+#if Q8W
+    s = dot16(p.q2.x, p.q2.y, p.q2.z, p.q2.w, a.a1, s);
+#endif
     return a.d * h2f(p.d) * (float)s;
 #elif QT == T_Q4_0
     // sum (q - 8) a = sum q a - 8 sum a, the second term the activation's (a.o0), so the
@@ -389,9 +407,9 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 }
 
 #if XC
-// The activation, converted as quant_act's mode for QT into shared memory: int8 values [k],
-// scales [k / 32] and (K formats) sums of 16 [k / 16]; or the floats [k] (F16 / BF16: rounded
-// to that type). The host sizes the launch's shared memory to match.
+// The activation, converted as quant_act's mode for QT into shared memory: int8 values [k] and
+// scales [k / 32]; or the floats [k] (F16 / BF16: rounded to that type). The host sizes the
+// launch's shared memory to match.
 __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps, int k, u8 *sm)
 {
     __shared__ double sh[32];
@@ -429,13 +447,6 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
         }
 #if BE == 256
         const float d = q8k_warp(v, lane, q);
-        int sum = 0;
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            sum += q[j];
-        sum += shfl_xor(sum, 1);
-        if (!(lane & 1))
-            ((int *)(sm + k + k / 8))[b * 16 + lane / 2] = sum;
         if (lane < 8)
             xd[b * 8 + lane] = d;
 #else
@@ -491,7 +502,7 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
 // activation; every thread of the block comes here, active or not: n = 0 for inactive ones).
 __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int row, int last,
                                          int k, int sl, const void *xa, const float *xd,
-                                         const int *xs, float *acc, bool active, bool first,
+                                         float *acc, bool active, bool first,
                                          const float *xin, const float *nw, float eps, int hh)
 {
     const int P = k / PE, n = active ? (P - sl + GL - 1) / GL : 0; // this lane's pieces
@@ -501,7 +512,7 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
     for (int j = 0; j < NR; j++)
         w[j] = row_of(GLU && j >= NOUT ? Wb : Wa, N,
                       max(0, min(rope_row(row + j % NOUT, hh), last)), k, sl);
-    const actp x = act_of(xa, xd, xs, sl);
+    const actp x = act_of(xa, xd, sl);
 #pragma unroll 1
     for (int i0 = 0; i0 < (XC && first ? max(n, 1) : n); i0 += U) {
         piece p[U][NR];
@@ -570,7 +581,7 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
 // launch with fewer groups than the grid's warps spreads over every SM; first: as rows_dot's.
 __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const u8 *W1,
                                          const u8 *W2, const void *xa, const float *xd,
-                                         const int *xs, float *y0, float *y1, float *y2,
+                                         float *y0, float *y1, float *y2,
                                          const float *b0, const float *b1, const float *b2,
                                          const float *res, float rscale, int r0, int r1, int r2,
                                          int k, const float *xin, const float *nw, float eps,
@@ -634,7 +645,7 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
 #endif
     i64 N = (i64)pk.rows * (QUANT ? k / BE : k);
     if (pk.active || (XC && first))
-        rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, xs, acc, pk.active, first, xin,
+        rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, acc, pk.active, first, xin,
                  nw, eps, hh);
     if (first) {
         pdl_wait(); // (for lanes with no piece; returns at once for the others)
@@ -722,7 +733,7 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
 // ceil(nblk / gridDim.x) passes over its lane groups (dynamic shared memory: the converted
 // activation).
 extern "C" __global__ void __launch_bounds__(NW * 32, MB)
-mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, const int *xs,
+mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
     const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
     const float *normw, float eps, int nblk, int early, void *c0, void *c1, void *c2,
@@ -733,9 +744,8 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     extern __shared__ __align__(16) u8 xsm[];
     xa = xsm;
     xd = (const float *)(xsm + (QUANT ? k : 0));
-    xs = (const int *)(xsm + (QUANT ? k + k / 8 : 0));
     for (int gb = 0; gb < (nblk + (int)gridDim.x - 1) / (int)gridDim.x; gb++) {
-        mv_block(gb, gb == 0, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res,
+        mv_block(gb, gb == 0, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res,
                  rscale, r0, r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope,
                  rmode, hd, pos, kv_f16);
         if (KS > 1)
@@ -743,7 +753,7 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd, c
     }
 #else
     (void)nblk;
-    mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, xs, y0, y1, y2, b0, b1, b2, res, rscale, r0,
+    mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res, rscale, r0,
              r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope, rmode, hd, pos,
              kv_f16);
 #endif
