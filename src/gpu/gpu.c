@@ -518,6 +518,13 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         int q8p = env_int("BRASA_GPU_MVD_Q8P", 0); /* (measurement: Q8_0 pieces of 16 bytes) */
         if (dec == 1 && q8p == 16 && wtype == T_Q8_0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"Q8P", 16};
+        int k64 = env_int("BRASA_GPU_MVD_K64", 0); /* (measurement: Q4_K pieces of 32 bytes) */
+        if (dec == 1 && k64 && wtype == T_Q4_K && v[k].n_defs < GV_MAX_DEFS) {
+            v[k].defs[v[k].n_defs++] = (struct jit_def){"KP", 64};
+            for (int d = 0; k64 == 2 && d < v[k].n_defs; d++) /* 2: half the pieces in flight */
+                if (!strcmp(v[k].defs[d].name, "U") && v[k].defs[d].value > 1)
+                    v[k].defs[d].value /= 2;
+        }
         int ef = env_int("BRASA_GPU_MVD_EF", -1); /* (measurement: the weights' loads) */
         if (dec == 1 && ef >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"EF", ef};
@@ -1212,6 +1219,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
         int pe = w->type == T_F16 || w->type == T_BF16 ? 8 : w->type == T_F32 ? 4 : 32;
         if (w->type == T_Q8_0 && (env_int("BRASA_GPU_MVD_Q8P", 0) == 16 || env_int("BRASA_GPU_MVD_Q8KS", 0)))
             pe = 16; /* (measurement) */
+        if (w->type == T_Q4_K && env_int("BRASA_GPU_MVD_K64", 0))
+            pe = 64; /* (measurement) */
         long pieces = k / pe;
         int nr = mvd_rows(b, glu, nm, r, k, w->type), nout = glu ? nr / 2 : nr;
         long groups = (tot + nout - 1) / nout;

@@ -55,13 +55,15 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp,
         return 0;
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
      * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps),
-     * then (Q6_K's AL rounds, Q8_0's 32-byte pieces) at 102 registers, 20 warps: Q8_0's
-     * converting products spill 16 bytes at 80, and take 20 warps without (7B +1.5%).
+     * then (Q6_K's AL rounds, Q8_0's 32-byte pieces, Q4_K's with BRASA_GPU_MVD_K64) at 102
+     * registers, 20 warps: Q8_0's converting products spill 16 bytes at 80, and take 20 warps
+     * without (7B +1.5%).
      * Blocks of 4 warps; xc: one block per SM, which converts the activation itself; AL:
      * a round's activation loads go out together (7B Q4_K_M +2-5%; Q8_0 / Q4_0 lost 1-1.5%,
      * Q5_K would spill, the float types are not measured; BENCHMARKS.md) */
     int q5 = wtype == GGML_TYPE_Q5_K;
-    int nv = 2 + ((wtype == GGML_TYPE_Q6_K || wtype == GGML_TYPE_Q8_0) && cap > 2);
+    int nv = 2 + ((wtype == GGML_TYPE_Q6_K || wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_K) &&
+                  cap > 2);
     int al = wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K;
     for (int v = 0; v < nv; v++)
         out[v] = (struct gpu_variant){.tmpl = "mvd.cu",
@@ -148,9 +150,21 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
             for (int nr = 1; nr <= 4; nr *= 2)
                 for (int ks = 1; ks <= (nr == 2 ? 4 : 1); ks *= 2)
                     for (int xc = 0; xc <= (nr == 2 && gpu_mvd_xc(gpu_matvec_types[i])); xc++)
-                        for (int rp = 0; rp <= (nr == 2 && !glu); rp++)
-                            n += gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, xc, rp,
-                                                  out + n, cap - n);
+                        for (int rp = 0; rp <= (nr == 2 && !glu); rp++) {
+                            int m = gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, xc, rp,
+                                                     out + n, cap - n);
+                            /* Q4_K in pieces of 32 bytes (BRASA_GPU_MVD_K64, rows of 2) */
+                            int e = 0;
+                            for (int j = 0; gpu_matvec_types[i] == GGML_TYPE_Q4_K && nr == 2 &&
+                                            j < m && n + m + e < cap && out[n + j].n_defs <
+                                            GV_MAX_DEFS;
+                                 j++, e++) {
+                                struct gpu_variant *w = &out[n + m + e];
+                                *w = out[n + j];
+                                w->defs[w->n_defs++] = (struct jit_def){"KP", 64};
+                            }
+                            n += m + e;
+                        }
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);

@@ -71,6 +71,13 @@
 #define Q8P 32
 #endif
 #define Q8W (QT == T_Q8_0 && Q8P == 32)
+#ifndef KP
+#define KP 32
+#endif
+// (measurement, KP 64: Q4_K pieces of 32 bytes, a pair of sub-blocks with one pair of scales,
+// as Q8_0's whole-block pieces)
+#define K64 (QT == T_Q4_K && KP == 64)
+#define P2 (Q8W || K64) // pieces of 32 bytes: two 16-byte loads
 #if RP && GLU
 #error "RP: not with GLU"
 #endif
@@ -82,7 +89,10 @@
 #define MB (32 / NW) // blocks per SM the register budget must allow (8 x 4 warps: 64 registers)
 #endif
 
-#if QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
+#if K64
+#define PE 64
+#define BE 256
+#elif QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
 #define PE 32 // elements per piece
 #define BE 256 // elements per block
 #elif QT == T_Q8_0 && Q8P == 16
@@ -110,8 +120,8 @@
 
 struct piece {
     uint4 q;  // 16 bytes of quantized (or raw) values
-#if Q8W
-    uint4 q2; // the block's other 16
+#if P2
+    uint4 q2; // the piece's other 16
 #endif
 #if QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
     uint4 a;  // Q4_K/Q5_K: d, dmin, scales; Q6_K: the matching qh bytes
@@ -159,7 +169,7 @@ __device__ __forceinline__ rowp row_of(const u8 *W, i64 N, int r, int k, int sl)
 #else
     const int m = sl % PPB;
     qblk b = qblock(QT, W, N, (i64)r * (k / BE) + sl / PPB);
-    p.q = b.q + 16 * m;
+    p.q = b.q + (P2 ? 32 : 16) * m;
 #if QT == T_Q4_K
     p.h = b.h;
 #elif QT == T_Q5_K
@@ -182,7 +192,7 @@ __device__ __forceinline__ uint4 ldw(const u8 *p) { return ld16_hint<EF>(p); }
 // The lane's piece i of a row
 __device__ __forceinline__ void ld_piece(const rowp &w, int i, piece &p)
 {
-#if Q8W
+#if P2
     p.q = ldw(w.q + 32 * GL * i);
     p.q2 = ldw(w.q + 32 * GL * i + 16);
 #else
@@ -211,9 +221,9 @@ __device__ __forceinline__ int dot16(u32 w0, u32 w1, u32 w2, u32 w3, int4 a, int
     s = dot4_i8((int)w2, a.z, s);
     return dot4_i8((int)w3, a.w, s);
 }
-__device__ __forceinline__ int dot16u(u32 w0, u32 w1, u32 w2, u32 w3, int4 a)
+__device__ __forceinline__ int dot16u(u32 w0, u32 w1, u32 w2, u32 w3, int4 a, int c = 0)
 {
-    int s = dot4_u8i8(w0, a.x, 0);
+    int s = dot4_u8i8(w0, a.x, c);
     s = dot4_u8i8(w1, a.y, s);
     s = dot4_u8i8(w2, a.z, s);
     return dot4_u8i8(w3, a.w, s);
@@ -231,6 +241,19 @@ __device__ __forceinline__ int dot16hi(uint4 q, int4 a)
     return dot16u(q.x & hk, q.y & hk, q.z & hk, q.w & hk, a) >> 4;
 #endif
 }
+#if K64
+// dot16hi of two pieces, q with a and q2 with b, in one chain
+__device__ __forceinline__ int dot32hi(uint4 q, uint4 q2, int4 a, int4 b)
+{
+#if BRASA_HIP
+    return dot16hi(q, a) + dot16hi(q2, b);
+#else
+    const u32 hk = 0xF0F0F0F0u;
+    int s = dot16u(q.x & hk, q.y & hk, q.z & hk, q.w & hk, a);
+    return dot16u(q2.x & hk, q2.y & hk, q2.z & hk, q2.w & hk, b, s) >> 4;
+#endif
+}
+#endif
 // The sum of 16 activation bytes times c (for the weights' offsets: Q4_0's 8, Q6_K's 32)
 __device__ __forceinline__ int sum16(int4 a, int c)
 {
@@ -254,6 +277,9 @@ struct act {
     float4 x0, x1;
 #else
     int4 a0, a1;
+#if K64
+    int4 a2, a3; // a0, a1: sub-block 2 pr (the low nibbles); a2, a3: 2 pr + 1 (the high ones)
+#endif
     float d;
     int s0, s1, ss; // the sums of the piece's two runs of 16; ss: both, as 16-bit halves
     int o0, o1;     // Q4_0, Q6_K: minus the weights' offset times the runs' sums (o1: Q6_K)
@@ -273,7 +299,9 @@ __device__ __forceinline__ actp act_of(const void *xa, const float *xd, int sl)
     p.d = xd;
 #else
     const int m = sl % PPB;
-#if QT == T_Q4_K || QT == T_Q5_K
+#if K64
+    int e0 = BE * (sl / PPB) + 64 * m;
+#elif QT == T_Q4_K || QT == T_Q5_K
     int e0 = BE * (sl / PPB) + 64 * (m >> 1) + 16 * (m & 1);
 #elif QT == T_Q6_K
     int e0 = BE * (sl / PPB) + 128 * (m >> 2) + 16 * (m & 3);
@@ -303,6 +331,13 @@ __device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
 #endif
 #if QT == T_Q4_0
     a.o0 = sum16(a.a0, -8) + sum16(a.a1, -8);
+#elif K64
+    a.a1 = *(const int4 *)(q + 16);
+    a.a2 = *(const int4 *)(q + 32);
+    a.a3 = *(const int4 *)(q + 48);
+    a.s0 = sum16(a.a0, 1) + sum16(a.a1, 1);
+    a.s1 = sum16(a.a2, 1) + sum16(a.a3, 1);
+    a.ss = pack16(a.s0, a.s1);
 #elif QT == T_Q4_K || QT == T_Q5_K
     a.a1 = *(const int4 *)(q + 32);
     // the runs' sums from the bytes in hand, not quant_act's xs: two dot chains for two loads
@@ -348,10 +383,15 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
     s += dot16hi(p.q, a.a1);
     return a.d * h2f(p.d) * (float)s;
 #elif QT == T_Q4_K || QT == T_Q5_K
-    int pr = m >> 1;
+    int pr = K64 ? m : m >> 1;
     const u32 mk = 0x0F0F0F0Fu;
     u32 l0 = p.q.x & mk, l1 = p.q.y & mk, l2 = p.q.z & mk, l3 = p.q.w & mk;
-#if QT == T_Q4_K
+#if K64
+    // the pair's 32 bytes: low nibbles sub-block 2 pr (a0, a1), high ones 2 pr + 1 (a2, a3)
+    int d0 = dot16(p.q2.x & mk, p.q2.y & mk, p.q2.z & mk, p.q2.w & mk, a.a1,
+                   dot16(l0, l1, l2, l3, a.a0));
+    int d1 = dot32hi(p.q, p.q2, a.a2, a.a3);
+#elif QT == T_Q4_K
     int d0 = dot16(l0, l1, l2, l3, a.a0), d1 = dot16hi(p.q, a.a1);
 #else
     u32 h0 = (p.q.x >> 4) & mk, h1 = (p.q.y >> 4) & mk, h2 = (p.q.z >> 4) & mk,
@@ -376,7 +416,11 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
     const u32 y = p.a.y, z = p.a.z, w = p.a.w;
     u32 scp = (((hi ? w : y) >> sh) & ma) | ((y >> (sh + 2)) & mb);
     u32 mnp = (((hi ? w : z) >> (sh + (hi ? 4 : 0))) & ma) | ((z >> (sh + 2)) & mb);
-#if QT == T_Q4_K
+#if K64
+    // |d0|, |d1| <= 32 x 15 x 128 need 17 bits; the sums of 32 fit 16
+    int isc = (int)(scp & 0xff) * d0 + (int)(scp >> 8) * d1;
+    int imn = dot2_i16_i8(a.ss, (int)mnp, 0);
+#elif QT == T_Q4_K
     // |d0|, |d1| <= 16 x 15 x 128: both fit 16 bits, so one dot2 each
     int isc = dot2_i16_i8(pack16(d0, d1), (int)scp, 0);
     int imn = dot2_i16_i8(a.ss, (int)mnp, 0);
