@@ -128,8 +128,8 @@ TEST(hipcc_compiles_every_variant)
             write_file(dir, strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path, f->data,
                        f->size, &bad);
     }
-    struct gpu_variant v[512];
-    int n = gpu_all_variants(v, 512);
+    struct gpu_variant v[GV_ALL_MAX];
+    int n = gpu_all_variants(v, GV_ALL_MAX);
     REQUIRE(n > 0);
     for (int i = 0; i < n; i++) {
         struct brasa_err err = {{0}};
@@ -191,8 +191,8 @@ TEST(hiprtc_through_the_driver_table)
             hs[nh++] = f->data;
         }
     }
-    struct gpu_variant v[512];
-    int n = gpu_all_variants(v, 512), done = 0;
+    struct gpu_variant v[GV_ALL_MAX];
+    int n = gpu_all_variants(v, GV_ALL_MAX), done = 0;
     const char *seen[16];
     int n_seen = 0;
     for (int i = 0; i < n; i++) {

@@ -153,9 +153,12 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                         for (int rp = 0; rp <= (nr == 2 && !glu); rp++) {
                             int m = gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, xc, rp,
                                                      out + n, cap - n);
-                            /* Q4_K in pieces of 32 bytes (BRASA_GPU_MVD_K64, rows of 2) */
+                            /* Q4_K and Q6_K in pieces of 32 bytes (BRASA_GPU_MVD_K64,
+                             * BRASA_GPU_MVD_Q6P; rows of 2) */
+                            const int p64 = gpu_matvec_types[i] == GGML_TYPE_Q4_K ||
+                                            gpu_matvec_types[i] == GGML_TYPE_Q6_K;
                             int e = 0;
-                            for (int j = 0; gpu_matvec_types[i] == GGML_TYPE_Q4_K && nr == 2 &&
+                            for (int j = 0; p64 && nr == 2 &&
                                             j < m && n + m + e < cap && out[n + j].n_defs <
                                             GV_MAX_DEFS;
                                  j++, e++) {

@@ -31,7 +31,9 @@ int gpu_mvd_xc(unsigned wtype);
  * tiles (they take quant_act's F16 activation and tiles of 128 rows); cap at least 6; returns
  * their count (0: no such kernel). */
 int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, int cap);
-/* All variants (for the compile test): fills out, returns the count. */
+/* All variants (for the compile tests): fills out, returns the count; GV_ALL_MAX holds them
+ * with room to spare (the tests fail when the count reaches it, as the list would be cut). */
+#define GV_ALL_MAX 768
 int gpu_all_variants(struct gpu_variant *out, int cap);
 /* Weight types with a matvec kernel. */
 extern const unsigned gpu_matvec_types[];

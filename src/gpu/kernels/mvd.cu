@@ -77,7 +77,10 @@
 // (measurement, KP 64: Q4_K pieces of 32 bytes, a pair of sub-blocks with one pair of scales,
 // as Q8_0's whole-block pieces)
 #define K64 (QT == T_Q4_K && KP == 64)
-#define P2 (Q8W || K64) // pieces of 32 bytes: two 16-byte loads
+// (measurement, KP 64 for Q6_K: pieces of 32 bytes of ql, the two quarters that share qh
+// bytes, with their 32 qh bytes, four scales and one d)
+#define Q664 (QT == T_Q6_K && KP == 64)
+#define P2 (Q8W || K64 || Q664) // pieces of 32 bytes: two 16-byte loads
 #if RP && GLU
 #error "RP: not with GLU"
 #endif
@@ -89,7 +92,7 @@
 #define MB (32 / NW) // blocks per SM the register budget must allow (8 x 4 warps: 64 registers)
 #endif
 
-#if K64
+#if K64 || Q664
 #define PE 64
 #define BE 256
 #elif QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
@@ -129,7 +132,10 @@ struct piece {
 #if QT == T_Q5_K
     uint4 b;  // the matching qh bytes
 #endif
-#if QT == T_Q6_K
+#if Q664
+    uint4 a2; // the qh bytes of the piece's second 16
+    u32 s0, s1; // scales of the low quarter (bytes 0, 1: its two 16s) and the high one
+#elif QT == T_Q6_K
     int s0, s1;
 #endif
 #if QT == T_Q4_0 || QT == T_Q8_0 || QT == T_Q6_K
@@ -175,6 +181,9 @@ __device__ __forceinline__ rowp row_of(const u8 *W, i64 N, int r, int k, int sl)
 #elif QT == T_Q5_K
     p.h = b.h;
     p.b = b.h + 16 + 16 * (m & 1);
+#elif Q664
+    p.h = b.h + 32 * (m >> 1);
+    p.s = (const i8 *)b.s + 8 * (m >> 1) + 2 * (m & 1);
 #elif QT == T_Q6_K
     p.h = b.h + 32 * (m >> 2) + 16 * (m & 1);
     p.s = (const i8 *)b.s + 8 * (m >> 2) + (m & 3);
@@ -203,6 +212,11 @@ __device__ __forceinline__ void ld_piece(const rowp &w, int i, piece &p)
 #elif QT == T_Q5_K
     p.a = ldw(w.h + 48 * BSTEP * i);
     p.b = ldw(w.b + 48 * BSTEP * i);
+#elif Q664
+    p.a = ldw(w.h + 64 * BSTEP * i);
+    p.a2 = ldw(w.h + 64 * BSTEP * i + 16);
+    p.s0 = ld16((const u8 *)w.s + 16 * BSTEP * i);
+    p.s1 = ld16((const u8 *)w.s + 16 * BSTEP * i + 4);
 #elif QT == T_Q6_K
     p.a = ldw(w.h + 64 * BSTEP * i);
     p.s0 = w.s[16 * BSTEP * i];
@@ -277,8 +291,10 @@ struct act {
     float4 x0, x1;
 #else
     int4 a0, a1;
-#if K64
+#if K64 || Q664
     int4 a2, a3; // a0, a1: sub-block 2 pr (the low nibbles); a2, a3: 2 pr + 1 (the high ones)
+                 // (Q6_K: the low quarter's two 16s, then the high quarter's)
+    int o2, o3;
 #endif
     float d;
     int s0, s1, ss; // the sums of the piece's two runs of 16; ss: both, as 16-bit halves
@@ -303,6 +319,8 @@ __device__ __forceinline__ actp act_of(const void *xa, const float *xd, int sl)
     int e0 = BE * (sl / PPB) + 64 * m;
 #elif QT == T_Q4_K || QT == T_Q5_K
     int e0 = BE * (sl / PPB) + 64 * (m >> 1) + 16 * (m & 1);
+#elif Q664
+    int e0 = BE * (sl / PPB) + 32 * m + 64 * (m >> 1); // 128 (m >> 1) + 32 (m & 1)
 #elif QT == T_Q6_K
     int e0 = BE * (sl / PPB) + 128 * (m >> 2) + 16 * (m & 3);
 #else
@@ -345,6 +363,14 @@ __device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
     a.s0 = sum16(a.a0, 1);
     a.s1 = sum16(a.a1, 1);
     a.ss = pack16(a.s0, a.s1);
+#elif Q664
+    a.a1 = *(const int4 *)(q + 16);
+    a.a2 = *(const int4 *)(q + 64);
+    a.a3 = *(const int4 *)(q + 80);
+    a.o0 = sum16(a.a0, -32);
+    a.o1 = sum16(a.a1, -32);
+    a.o2 = sum16(a.a2, -32);
+    a.o3 = sum16(a.a3, -32);
 #elif QT == T_Q6_K
     a.a1 = *(const int4 *)(q + 64);
     a.o0 = sum16(a.a0, -32);
@@ -430,6 +456,26 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 #endif
     return a.d * (h2f((u16)(p.a.x & 0xffff)) * (float)isc -
                   h2f((u16)(p.a.x >> 16)) * (float)imn);
+#elif Q664
+    // as below, for the two quarters (m & 1, + 2) of half m >> 1, each in two 16s
+    const u32 mk = 0x0F0F0F0Fu, m2 = 0x03030303u;
+    const int sh = 2 * (m & 1);
+#define Q6LO(q, h) (((q) & mk) | ((((h) >> sh) & m2) << 4))
+#define Q6HI(q, h) ((((q) >> 4) & mk) | ((((h) >> (sh + 4)) & m2) << 4))
+    int dA = dot16(Q6LO(p.q.x, p.a.x), Q6LO(p.q.y, p.a.y), Q6LO(p.q.z, p.a.z), Q6LO(p.q.w, p.a.w),
+                   a.a0, a.o0);
+    int dB = dot16(Q6LO(p.q2.x, p.a2.x), Q6LO(p.q2.y, p.a2.y), Q6LO(p.q2.z, p.a2.z),
+                   Q6LO(p.q2.w, p.a2.w), a.a1, a.o1);
+    int dC = dot16(Q6HI(p.q.x, p.a.x), Q6HI(p.q.y, p.a.y), Q6HI(p.q.z, p.a.z), Q6HI(p.q.w, p.a.w),
+                   a.a2, a.o2);
+    int dD = dot16(Q6HI(p.q2.x, p.a2.x), Q6HI(p.q2.y, p.a2.y), Q6HI(p.q2.z, p.a2.z),
+                   Q6HI(p.q2.w, p.a2.w), a.a3, a.o3);
+#undef Q6LO
+#undef Q6HI
+    // the scales are signed bytes: s0 = the low quarter's two, s1 = the high quarter's
+    int s = (int)(i8)(p.s0 & 0xff) * dA + (int)(i8)(p.s0 >> 8) * dB +
+            (int)(i8)(p.s1 & 0xff) * dC + (int)(i8)(p.s1 >> 8) * dD;
+    return a.d * h2f(p.d) * (float)s;
 #else // Q6_K
     // sum (q - 32) a = sum q a - 32 sum a, the second term the activation's (a.o0, a.o1,
     // once for the group's rows), so the 6-bit values go to the dot as they are
