@@ -520,7 +520,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             v[k].defs[v[k].n_defs++] = (struct jit_def){"Q8P", 16};
         /* (measurement: Q4_K / Q6_K pieces of 32 bytes) */
         int k64 = env_int(wtype == T_Q4_K ? "BRASA_GPU_MVD_K64" : "BRASA_GPU_MVD_Q6P", 0);
-        if (dec == 1 && k64 && (wtype == T_Q4_K || wtype == T_Q6_K) && v[k].n_defs < GV_MAX_DEFS) {
+        if (dec == 1 && k64 && (wtype == T_Q4_K || wtype == T_Q6_K) &&
+            v[k].n_defs < GV_MAX_DEFS) {
             v[k].defs[v[k].n_defs++] = (struct jit_def){"KP", 64};
             for (int d = 0; k64 == 2 && d < v[k].n_defs; d++) /* 2: half the pieces in flight */
                 if (!strcmp(v[k].defs[d].name, "U") && v[k].defs[d].value > 1)
@@ -1218,7 +1219,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
         /* decode (mvd.cu): rows of 16-byte pieces (Q8_0: 32), a group of weight rows per 32 x
          * ks lanes */
         int pe = w->type == T_F16 || w->type == T_BF16 ? 8 : w->type == T_F32 ? 4 : 32;
-        if (w->type == T_Q8_0 && (env_int("BRASA_GPU_MVD_Q8P", 0) == 16 || env_int("BRASA_GPU_MVD_Q8KS", 0)))
+        if (w->type == T_Q8_0 &&
+            (env_int("BRASA_GPU_MVD_Q8P", 0) == 16 || env_int("BRASA_GPU_MVD_Q8KS", 0)))
             pe = 16; /* (measurement) */
         if ((w->type == T_Q4_K && env_int("BRASA_GPU_MVD_K64", 0)) ||
             (w->type == T_Q6_K && env_int("BRASA_GPU_MVD_Q6P", 0)))

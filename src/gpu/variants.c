@@ -158,11 +158,10 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                             const int p64 = gpu_matvec_types[i] == GGML_TYPE_Q4_K ||
                                             gpu_matvec_types[i] == GGML_TYPE_Q6_K;
                             int e = 0;
-                            for (int j = 0; p64 && nr == 2 &&
-                                            j < m && n + m + e < cap && out[n + j].n_defs <
-                                            GV_MAX_DEFS;
-                                 j++, e++) {
-                                struct gpu_variant *w = &out[n + m + e];
+                            for (int j = 0; p64 && nr == 2 && j < m && n + m + e < cap; j++) {
+                                if (out[n + j].n_defs >= GV_MAX_DEFS)
+                                    continue;
+                                struct gpu_variant *w = &out[n + m + e++];
                                 *w = out[n + j];
                                 w->defs[w->n_defs++] = (struct jit_def){"KP", 64};
                             }
