@@ -316,6 +316,46 @@ TEST(vec_dot_vs_float64)
     free(x);
 }
 
+/* Q5_0's dot product at every SIMD level gives the AVX2 level's result bit for bit (the VNNI
+ * one takes the unsigned levels and subtracts 16 times the activation's sum: the same integer,
+ * scaled the same way), on rows with every fifth-bit pattern. */
+TEST(q5_0_dot_levels_agree)
+{
+    unsigned long long s = test_seed();
+    qk_ref_init();
+    static struct qkernels base[GGML_TYPE_COUNT], tab[GGML_TYPE_COUNT];
+    memcpy(base, qk_ref, sizeof base);
+    if (qk_x86_init_level(base, QK_X86_AVX2) != QK_X86_AVX2)
+        SKIP("no AVX2");
+    const int64_t n = 1024;
+    size_t rb = qtype_row_bytes(GGML_TYPE_Q5_0, n), ab = qtype_row_bytes(GGML_TYPE_Q8_0, n);
+    uint8_t *w = malloc(rb), *a = malloc(ab);
+    float *x = malloc(sizeof(float) * n);
+    struct brasa_err err = {{0}};
+    int levels = 0;
+    for (int level = QK_X86_AVX2 + 1; level <= QK_X86_AMX; level++) {
+        memcpy(tab, qk_ref, sizeof tab);
+        if (qk_x86_init_level(tab, level) != level)
+            continue;
+        levels++;
+        for (int rep = 0; rep < 16; rep++) {
+            rand_row(GGML_TYPE_Q5_0, w, n, &s);
+            if (rep < 2) /* every fifth bit clear, then set */
+                for (int64_t b = 0; b < n / 32; b++)
+                    memset(w + b * 22 + 2, rep ? 0xff : 0, 4);
+            rand_floats(x, n, &s);
+            REQUIRE(quant_act_row(GGML_TYPE_Q8_0, x, a, n, &err) == BRASA_OK);
+            float r0 = base[GGML_TYPE_Q5_0].dot(n, w, a), r1 = tab[GGML_TYPE_Q5_0].dot(n, w, a);
+            CHECKF(memcmp(&r0, &r1, sizeof r0) == 0, "level %d rep %d: %.9g against AVX2 %.9g",
+                   level, rep, r1, r0);
+        }
+    }
+    fprintf(stderr, "  %d levels above AVX2 checked\n", levels);
+    free(w);
+    free(a);
+    free(x);
+}
+
 TEST(matmul_tiles_and_threads)
 {
     unsigned long long s = test_seed();
@@ -783,5 +823,6 @@ TEST(cli_quantize_errors)
 }
 
 TEST_MAIN(T(type_table), T(dequant_goldens), T(simd_dequant_bit_identical), T(vec_dot_vs_float64), T(simd_levels_tiles),
+          T(q5_0_dot_levels_agree),
           T(matmul_tiles_and_threads), T(activation_rounding),
           T(quant_row_roundtrip_all), T(quantize_quality_vs_llama_cpp), T(cli_quantize_mixes), T(cli_quantize_errors))

@@ -995,6 +995,28 @@ VNNI static Q_ALWAYS_INLINE void b32_pair(const uint8_t *wr, int64_t i, const in
                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), *w));
 }
 
+/* Q5_0 with VNNI: the levels as unsigned bytes (the fifth bit adds 16 under a mask), their
+ * products with the activation by vpdpbusd, less 16 times the activation's sum: the same
+ * integer as the signed levels' dot, so the same result as dot_q5_0_avx2. */
+VNNI static float dot_q5_0_vnni(int64_t n, const void *w, const void *a)
+{
+    const block_q5_0 *x = w;
+    const block_q8_0 *y = a;
+    const __m256i k16 = _mm256_set1_epi8(16), z = _mm256_setzero_si256();
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        PF(x + i, sizeof *x);
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        const __m256i nib = nibbles32(x[i].qs);
+        const __m256i u = _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, k16);
+        const __m256i av = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, av), _mm256_dpbusd_epi32(z, k16, av));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum8(acc);
+}
+
 /* R (<= 2) weight rows against C (<= 8) prepared activation columns (q4: Q4_0 weights, else
  * Q8_0). Per (row, column) and pair of blocks the integer sums are those of q8_0_core and the
  * float steps the same (scale product, then one fused multiply-add), so each result is
@@ -1731,6 +1753,7 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
         return QK_X86_AVX512;
     k[GGML_TYPE_Q8_0].ptile = ptile_q8_0_vnni;
     k[GGML_TYPE_Q4_0].ptile = ptile_q4_0_vnni;
+    k[GGML_TYPE_Q5_0].dot = dot_q5_0_vnni;
 #if HAVE_AMX
     if (max_level >= QK_X86_AMX && amx_usable()) {
         static const struct {
