@@ -316,41 +316,63 @@ TEST(vec_dot_vs_float64)
     free(x);
 }
 
-/* Q5_0's dot product at every SIMD level gives the AVX2 level's result bit for bit (the VNNI
- * one takes the unsigned levels and subtracts 16 times the activation's sum: the same integer,
- * scaled the same way), on rows with every fifth-bit pattern. */
-TEST(q5_0_dot_levels_agree)
+/* The VNNI dot products of Q5_0 and Q4_0 keep the levels unsigned and subtract 16 (8) times
+ * the activation's sum: the same integers, scaled the same way, so every level above gives the
+ * result of the level they replace bit for bit (Q5_0: AVX2's; Q4_0: AVX-512's, dot product and
+ * tile), on rows of odd and even block counts, Q5_0 with every fifth-bit pattern. */
+TEST(b32_dot_levels_agree)
 {
     unsigned long long s = test_seed();
     qk_ref_init();
     static struct qkernels base[GGML_TYPE_COUNT], tab[GGML_TYPE_COUNT];
-    memcpy(base, qk_ref, sizeof base);
-    if (qk_x86_init_level(base, QK_X86_AVX2) != QK_X86_AVX2)
-        SKIP("no AVX2");
-    const int64_t n = 1024;
-    size_t rb = qtype_row_bytes(GGML_TYPE_Q5_0, n), ab = qtype_row_bytes(GGML_TYPE_Q8_0, n);
-    uint8_t *w = malloc(rb), *a = malloc(ab);
-    float *x = malloc(sizeof(float) * n);
+    static const struct {
+        uint32_t t;
+        int base;
+    } cases[] = {{GGML_TYPE_Q5_0, QK_X86_AVX2}, {GGML_TYPE_Q4_0, QK_X86_AVX512}};
+    const int64_t ns[] = {1024, 1120}; /* 32 and 35 blocks */
+    uint8_t *w = malloc(qtype_row_bytes(GGML_TYPE_Q5_0, 1120));
+    uint8_t *a = malloc(4 * qtype_row_bytes(GGML_TYPE_Q8_0, 1120));
+    float *x = malloc(sizeof(float) * 1120);
     struct brasa_err err = {{0}};
-    int levels = 0;
-    for (int level = QK_X86_AVX2 + 1; level <= QK_X86_AMX; level++) {
-        memcpy(tab, qk_ref, sizeof tab);
-        if (qk_x86_init_level(tab, level) != level)
+    int checked = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const uint32_t t = cases[ci].t;
+        memcpy(base, qk_ref, sizeof base);
+        if (qk_x86_init_level(base, cases[ci].base) != cases[ci].base)
             continue;
-        levels++;
-        for (int rep = 0; rep < 16; rep++) {
-            rand_row(GGML_TYPE_Q5_0, w, n, &s);
-            if (rep < 2) /* every fifth bit clear, then set */
-                for (int64_t b = 0; b < n / 32; b++)
-                    memset(w + b * 22 + 2, rep ? 0xff : 0, 4);
-            rand_floats(x, n, &s);
-            REQUIRE(quant_act_row(GGML_TYPE_Q8_0, x, a, n, &err) == BRASA_OK);
-            float r0 = base[GGML_TYPE_Q5_0].dot(n, w, a), r1 = tab[GGML_TYPE_Q5_0].dot(n, w, a);
-            CHECKF(memcmp(&r0, &r1, sizeof r0) == 0, "level %d rep %d: %.9g against AVX2 %.9g",
-                   level, rep, r1, r0);
+        for (int level = cases[ci].base + 1; level <= QK_X86_AMX; level++) {
+            memcpy(tab, qk_ref, sizeof tab);
+            if (qk_x86_init_level(tab, level) != level)
+                continue;
+            checked++;
+            for (int rep = 0; rep < 16; rep++) {
+                const int64_t n = ns[rep & 1];
+                const size_t ab = qtype_row_bytes(GGML_TYPE_Q8_0, n);
+                rand_row(t, w, n, &s);
+                if (t == GGML_TYPE_Q5_0 && rep < 4) /* every fifth bit clear, then set */
+                    for (int64_t b = 0; b < n / 32; b++)
+                        memset(w + b * 22 + 2, rep < 2 ? 0 : 0xff, 4);
+                for (int c = 0; c < 4; c++) {
+                    rand_floats(x, n, &s);
+                    REQUIRE(quant_act_row(GGML_TYPE_Q8_0, x, a + c * ab, n, &err) == BRASA_OK);
+                }
+                float r0 = base[t].dot(n, w, a), r1 = tab[t].dot(n, w, a);
+                CHECKF(memcmp(&r0, &r1, sizeof r0) == 0, "%s level %d rep %d: %.9g against %.9g",
+                       qtype_get(t)->name, level, rep, r1, r0);
+                if (base[t].tile && tab[t].tile) { /* one row against 1-4 columns */
+                    for (int nc = 1; nc <= 4; nc++) {
+                        float y0[4], y1[4];
+                        base[t].tile(n, w, 0, 1, a, ab, nc, y0, 1);
+                        tab[t].tile(n, w, 0, 1, a, ab, nc, y1, 1);
+                        CHECKF(memcmp(y0, y1, sizeof(float) * (size_t)nc) == 0,
+                               "%s level %d tile of %d columns differs", qtype_get(t)->name,
+                               level, nc);
+                    }
+                }
+            }
         }
     }
-    fprintf(stderr, "  %d levels above AVX2 checked\n", levels);
+    fprintf(stderr, "  %d (type, level) pairs checked\n", checked);
     free(w);
     free(a);
     free(x);
@@ -823,6 +845,6 @@ TEST(cli_quantize_errors)
 }
 
 TEST_MAIN(T(type_table), T(dequant_goldens), T(simd_dequant_bit_identical), T(vec_dot_vs_float64), T(simd_levels_tiles),
-          T(q5_0_dot_levels_agree),
+          T(b32_dot_levels_agree),
           T(matmul_tiles_and_threads), T(activation_rounding),
           T(quant_row_roundtrip_all), T(quantize_quality_vs_llama_cpp), T(cli_quantize_mixes), T(cli_quantize_errors))

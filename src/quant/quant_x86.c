@@ -924,9 +924,9 @@ AVX512 static float dot_q4_0_avx512(int64_t n, const void *w, const void *a)
 
 /* Tiles: each weight row against the columns in groups of 4 (constant counts, so the column
  * loops unroll). */
-#define DEFINE_TILE(name, dotn, wtype)                                                             \
-    AVX512 static void name(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
-                            int nc, float *y, size_t ldy)                                          \
+#define DEFINE_TILE(name, attr, dotn, wtype)                                                       \
+    attr static void name(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,   \
+                          int nc, float *y, size_t ldy)                                            \
     {                                                                                              \
         for (int r = 0; r < nr; r++) {                                                             \
             const wtype *wr = (const wtype *)((const uint8_t *)w + (size_t)r * ws);                 \
@@ -943,11 +943,11 @@ AVX512 static float dot_q4_0_avx512(int64_t n, const void *w, const void *a)
             }                                                                                      \
         }                                                                                          \
     }
-DEFINE_TILE(tile_q4_k_avx512, q4k_dotn_avx512, block_q4_K)
-DEFINE_TILE(tile_q6_k_avx512, q6k_dotn_avx512, block_q6_K)
-DEFINE_TILE(tile_q5_k_avx512, q5k_dotn_avx512, block_q5_K)
-DEFINE_TILE(tile_q8_0_avx512, q8_0_dotn_avx512, block_q8_0)
-DEFINE_TILE(tile_q4_0_avx512, q4_0_dotn_avx512, block_q4_0)
+DEFINE_TILE(tile_q4_k_avx512, AVX512, q4k_dotn_avx512, block_q4_K)
+DEFINE_TILE(tile_q6_k_avx512, AVX512, q6k_dotn_avx512, block_q6_K)
+DEFINE_TILE(tile_q5_k_avx512, AVX512, q5k_dotn_avx512, block_q5_K)
+DEFINE_TILE(tile_q8_0_avx512, AVX512, q8_0_dotn_avx512, block_q8_0)
+DEFINE_TILE(tile_q4_0_avx512, AVX512, q4_0_dotn_avx512, block_q4_0)
 
 /* ------------------------------------------------------------------ prompt tiles with VNNI */
 
@@ -994,6 +994,60 @@ VNNI static Q_ALWAYS_INLINE void b32_pair(const uint8_t *wr, int64_t i, const in
     *nc = _mm512_sub_epi32(_mm512_setzero_si512(),
                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), *w));
 }
+
+/* _mm512_reduce_add_ps of the vector whose low half is lo and high half hi, in its order
+ * (halves, then quarters, then pairs), from two 256-bit halves. */
+VNNI static inline float reduce16_ps(__m256 lo, __m256 hi)
+{
+    const __m256 t3 = _mm256_add_ps(hi, lo);
+    const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+    const __m128 t8 = _mm_add_ps(t6, _mm_shuffle_ps(t6, t6, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtss_f32(t8) + _mm_cvtss_f32(_mm_shuffle_ps(t8, t8, _MM_SHUFFLE(1, 1, 1, 1)));
+}
+
+/* Q4_0 with VNNI, a row against nc (<= 4) Q8_0 columns: the nibbles stay unsigned, vpdpbusd
+ * takes their products with the activation and a second one 8 times the activation's sum,
+ * which is subtracted. These are the integers q8_0_core makes from the signed levels, and each
+ * block is scaled and added into the lanes b32_dotn_avx512 adds it into (even blocks the low
+ * half, odd ones the high half, reduced as it reduces), so the result is the AVX-512 tile's
+ * and dot product's bit for bit (test_quant b32_dot_levels_agree), with no inserts and no
+ * scale vectors to build. */
+VNNI static Q_ALWAYS_INLINE void q4_0_dotn_vnni(int64_t n, const void *w, const uint8_t *a, size_t as,
+                                                const int nc, float *out, size_t ldo)
+{
+    const int64_t nb = n / QK8_0;
+    const block_q4_0 *x = w;
+    const __m256i k8 = _mm256_set1_epi8(8), z = _mm256_setzero_si256();
+    __m256 acc[2][4];
+#pragma GCC unroll 4
+    for (int c = 0; c < nc; c++)
+        acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        PF(x + i, sizeof *x);
+        const __m256i u = nibbles32(x[i].qs);
+        const float dw = h2f(x[i].d);
+        const int h = (int)(i & 1);
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) {
+            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
+            const __m256i av = _mm256_loadu_si256((const __m256i *)y->qs);
+            const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, av), _mm256_dpbusd_epi32(z, k8, av));
+            acc[h][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(p), acc[h][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < nc; c++)
+        out[(size_t)c * ldo] = reduce16_ps(acc[0][c], acc[1][c]);
+}
+
+VNNI static float dot_q4_0_vnni(int64_t n, const void *w, const void *a)
+{
+    float r;
+    q4_0_dotn_vnni(n, w, a, 0, 1, &r, 0);
+    return r;
+}
+
+DEFINE_TILE(tile_q4_0_vnni, VNNI, q4_0_dotn_vnni, block_q4_0)
 
 /* Q5_0 with VNNI: the levels as unsigned bytes (the fifth bit adds 16 under a mask), their
  * products with the activation by vpdpbusd, less 16 times the activation's sum: the same
@@ -1754,6 +1808,8 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     k[GGML_TYPE_Q8_0].ptile = ptile_q8_0_vnni;
     k[GGML_TYPE_Q4_0].ptile = ptile_q4_0_vnni;
     k[GGML_TYPE_Q5_0].dot = dot_q5_0_vnni;
+    k[GGML_TYPE_Q4_0].dot = dot_q4_0_vnni;
+    k[GGML_TYPE_Q4_0].tile = tile_q4_0_vnni;
 #if HAVE_AMX
     if (max_level >= QK_X86_AMX && amx_usable()) {
         static const struct {
