@@ -145,28 +145,24 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
      * converting the activation itself (XC, where brasa uses it) or not, with the RoPE and
      * cache writes (RP: 2 rows, not gate+up) or not, and 1 or 4 rows with 1 warp
      * (BRASA_GPU_MVD_NR) */
-    for (int i = 0; i < gpu_n_matvec_types; i++)
+    for (int i = 0; i < gpu_n_matvec_types; i++) {
+        /* Q4_K and Q6_K also in pieces of 32 bytes (KP 64: BRASA_GPU_MVD_K64 / _Q6P; rows of 2) */
+        const unsigned t = gpu_matvec_types[i];
+        const int kmax = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K ? 64 : 32;
         for (int glu = 0; glu < 2; glu++)
             for (int nr = 1; nr <= 4; nr *= 2)
                 for (int ks = 1; ks <= (nr == 2 ? 4 : 1); ks *= 2)
-                    for (int xc = 0; xc <= (nr == 2 && gpu_mvd_xc(gpu_matvec_types[i])); xc++)
-                        for (int rp = 0; rp <= (nr == 2 && !glu); rp++) {
-                            int m = gpu_mvd_variants(gpu_matvec_types[i], glu, nr, ks, xc, rp,
-                                                     out + n, cap - n);
-                            /* Q4_K and Q6_K in pieces of 32 bytes (BRASA_GPU_MVD_K64,
-                             * BRASA_GPU_MVD_Q6P; rows of 2) */
-                            const int p64 = gpu_matvec_types[i] == GGML_TYPE_Q4_K ||
-                                            gpu_matvec_types[i] == GGML_TYPE_Q6_K;
-                            int e = 0;
-                            for (int j = 0; p64 && nr == 2 && j < m && n + m + e < cap; j++) {
-                                if (out[n + j].n_defs >= GV_MAX_DEFS)
-                                    continue;
-                                struct gpu_variant *w = &out[n + m + e++];
-                                *w = out[n + j];
-                                w->defs[w->n_defs++] = (struct jit_def){"KP", 64};
+                    for (int xc = 0; xc <= (nr == 2 && gpu_mvd_xc(t)); xc++)
+                        for (int rp = 0; rp <= (nr == 2 && !glu); rp++)
+                            for (int kp = 32; kp <= (nr == 2 ? kmax : 32); kp += 32) {
+                                int m = gpu_mvd_variants(t, glu, nr, ks, xc, rp, out + n, cap - n);
+                                for (int j = 0; kp == 64 && j < m; j++)
+                                    if (out[n + j].n_defs < GV_MAX_DEFS)
+                                        out[n + j].defs[out[n + j].n_defs++] =
+                                            (struct jit_def){"KP", 64};
+                                n += m;
                             }
-                            n += m + e;
-                        }
+    }
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);

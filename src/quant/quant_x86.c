@@ -995,6 +995,14 @@ VNNI static Q_ALWAYS_INLINE void b32_pair(const uint8_t *wr, int64_t i, const in
                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), *w));
 }
 
+/* The dot product of unsigned levels u with the activation bytes a, less k times the sum of a
+ * (k: the levels' offset, in every byte): the signed levels' integer dot in groups of 4. */
+VNNI static inline __m256i udot_off(__m256i u, __m256i a, __m256i k)
+{
+    const __m256i z = _mm256_setzero_si256();
+    return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, a), _mm256_dpbusd_epi32(z, k, a));
+}
+
 /* _mm512_reduce_add_ps of the vector whose low half is lo and high half hi, in its order
  * (halves, then quarters, then pairs), from two 256-bit halves. */
 VNNI static inline float reduce16_ps(__m256 lo, __m256 hi)
@@ -1017,7 +1025,7 @@ VNNI static Q_ALWAYS_INLINE void q4_0_dotn_vnni(int64_t n, const void *w, const 
 {
     const int64_t nb = n / QK8_0;
     const block_q4_0 *x = w;
-    const __m256i k8 = _mm256_set1_epi8(8), z = _mm256_setzero_si256();
+    const __m256i k8 = _mm256_set1_epi8(8);
     __m256 acc[2][4];
 #pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
@@ -1031,7 +1039,7 @@ VNNI static Q_ALWAYS_INLINE void q4_0_dotn_vnni(int64_t n, const void *w, const 
         for (int c = 0; c < nc; c++) {
             const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
             const __m256i av = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, av), _mm256_dpbusd_epi32(z, k8, av));
+            const __m256i p = udot_off(u, av, k8);
             acc[h][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(p), acc[h][c]);
         }
     }
@@ -1056,7 +1064,7 @@ VNNI static float dot_q5_0_vnni(int64_t n, const void *w, const void *a)
 {
     const block_q5_0 *x = w;
     const block_q8_0 *y = a;
-    const __m256i k16 = _mm256_set1_epi8(16), z = _mm256_setzero_si256();
+    const __m256i k16 = _mm256_set1_epi8(16);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++) {
         PF(x + i, sizeof *x);
@@ -1065,7 +1073,7 @@ VNNI static float dot_q5_0_vnni(int64_t n, const void *w, const void *a)
         const __m256i nib = nibbles32(x[i].qs);
         const __m256i u = _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, k16);
         const __m256i av = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, av), _mm256_dpbusd_epi32(z, k16, av));
+        const __m256i p = udot_off(u, av, k16);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
     }
     return hsum8(acc);

@@ -344,13 +344,12 @@ __device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
 #else
     const u8 *q = x.x + PE * GL * i;
     a.a0 = *(const int4 *)q;
-#if QT == T_Q4_0 || Q8W
+#if QT == T_Q4_0 || P2
     a.a1 = *(const int4 *)(q + 16);
 #endif
 #if QT == T_Q4_0
     a.o0 = sum16(a.a0, -8) + sum16(a.a1, -8);
 #elif K64
-    a.a1 = *(const int4 *)(q + 16);
     a.a2 = *(const int4 *)(q + 32);
     a.a3 = *(const int4 *)(q + 48);
     a.s0 = sum16(a.a0, 1) + sum16(a.a1, 1);
@@ -364,7 +363,6 @@ __device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
     a.s1 = sum16(a.a1, 1);
     a.ss = pack16(a.s0, a.s1);
 #elif Q664
-    a.a1 = *(const int4 *)(q + 16);
     a.a2 = *(const int4 *)(q + 64);
     a.a3 = *(const int4 *)(q + 80);
     a.o0 = sum16(a.a0, -32);
