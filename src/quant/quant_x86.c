@@ -1437,17 +1437,46 @@ AMX static void amx_configure(int rr, int a_colsb, int b_rows)
     amx_load_config(&cfg);
 }
 
-/* accs[group][row][column] into y (column c of row r at y[c * ldy + r]). */
-static void amx_store(const float (*accs)[16][16], int nr, int nc, float *y, size_t ldy)
+/* accs[group][row][column] into y (column c of row r at y[c * ldy + r]); whole 16 x 16 blocks
+ * are transposed in registers. */
+AMX static void amx_store(const float (*accs)[16][16], int nr, int nc, float *y, size_t ldy)
 {
     for (int g = 0; g * 16 < nc; g++) {
         const int ncg = nc - 16 * g < 16 ? nc - 16 * g : 16;
-        for (int r = 0; r < nr; r++)
-            for (int c = 0; c < ncg; c++)
-                y[(size_t)(16 * g + c) * ldy + r] = accs[g][r][c];
+        if (nr < 16 || ncg < 16) {
+            for (int r = 0; r < nr; r++)
+                for (int c = 0; c < ncg; c++)
+                    y[(size_t)(16 * g + c) * ldy + r] = accs[g][r][c];
+            continue;
+        }
+        __m512 t[16], s[16];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) { /* t[2i], t[2i + 1]: rows 2i, 2i + 1 interleaved in each lane */
+            const __m512 a = _mm512_load_ps(accs[g][2 * i]), b = _mm512_load_ps(accs[g][2 * i + 1]);
+            t[2 * i] = _mm512_unpacklo_ps(a, b);
+            t[2 * i + 1] = _mm512_unpackhi_ps(a, b);
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) { /* s[4k + q], lane L: rows 4q..4q + 3 of column 4L + k */
+            s[q] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            s[4 + q] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], _MM_SHUFFLE(3, 2, 3, 2));
+            s[8 + q] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], _MM_SHUFFLE(1, 0, 1, 0));
+            s[12 + q] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        float *yg = y + (size_t)(16 * g) * ldy;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) { /* the 128-bit lanes of s[4k..4k + 3], transposed */
+            const __m512 a = _mm512_shuffle_f32x4(s[4 * k], s[4 * k + 1], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512 b = _mm512_shuffle_f32x4(s[4 * k], s[4 * k + 1], _MM_SHUFFLE(3, 2, 3, 2));
+            const __m512 c = _mm512_shuffle_f32x4(s[4 * k + 2], s[4 * k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512 d = _mm512_shuffle_f32x4(s[4 * k + 2], s[4 * k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+            _mm512_storeu_ps(yg + (size_t)k * ldy, _mm512_shuffle_f32x4(a, c, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm512_storeu_ps(yg + (size_t)(4 + k) * ldy, _mm512_shuffle_f32x4(a, c, _MM_SHUFFLE(3, 1, 3, 1)));
+            _mm512_storeu_ps(yg + (size_t)(8 + k) * ldy, _mm512_shuffle_f32x4(b, d, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm512_storeu_ps(yg + (size_t)(12 + k) * ldy, _mm512_shuffle_f32x4(b, d, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
     }
 }
-
 /* kind: Q8_0 straight from the weights, Q4_0 / Q5_0 unpacked a chunk at a time. */
 AMX static Q_ALWAYS_INLINE void ptile_b32_amx(int64_t n, const void *w, size_t ws, int nr, const void *a,
                                               size_t as, int nc, float *y, size_t ldy, const int kind)
@@ -1483,15 +1512,17 @@ AMX static Q_ALWAYS_INLINE void ptile_b32_amx(int64_t n, const void *w, size_t w
     }
 }
 
-/* Q4_K prompt batches on AMX-INT8. Each 32-element sub-block is a tile multiply of its levels
- * (0..15, unpacked from the nibbles of 16 weight rows) against 16 columns of Q8_K activations;
- * the sums are scaled by d x the sub-block's scale in floats, the mins term (dmin x min x the
- * activations' sums of the sub-block) is added in floats, and the column's scale multiplies the
- * whole super-block. Activations per group of 16 columns and super-block: 8 sub-blocks of 8
- * rows of 64 bytes, the 16 scales, and the 16 columns' sums of each sub-block as floats. */
+/* K-format prompt batches on AMX-INT8. A sub-block's integer scale is folded into its levels
+ * before the tile multiply: v = scale x level (Q4_K 0..945, Q5_K 0..1953, Q6_K -4064..4096)
+ * is split into v >> 6 and v & 63, two planes of int8, so one tile multiply covers 64
+ * elements (two Q4_K sub-blocks, four Q6_K ones) and the sums of a whole super-block stay in
+ * int32: sum = 64 x (hi . a) + (lo . a), exact. What is left in floats is once a super-block:
+ * d x sum, Q4_K/Q5_K's mins term (dmin x min x the activations' sums of each sub-block), and
+ * the column's scale. Activations per group of 16 columns and super-block: 8 sub-blocks of 8
+ * rows of 64 bytes (row i: for each column, its elements 4i to 4i + 3), the 16 scales, and
+ * the 16 columns' sums of each sub-block as floats. */
 #define AMX_K_QS (8 * 8 * 64)
 #define AMX_K_BYTES (AMX_K_QS + 16 * 4 + 8 * 16 * 4)
-#define AMX_K_CHUNK 4 /* super-blocks unpacked at a time: 16 KiB of levels */
 
 static size_t pact_q8_k_amx_bytes(int64_t n) { return (size_t)(n / QK_K) * (AMX_K_BYTES / 16); }
 
@@ -1511,27 +1542,34 @@ static void pact_q8_k_amx(const float *x, void *dst, int64_t n)
     }
 }
 
-/* Levels and float scales of super-blocks [i0, i0 + ns) of nr weight rows: per super-block,
- * each sub-block's levels as a tile of 16 rows (Q4_K: 8 of 32 bytes a row, 0..15; Q6_K: 16 of
- * 16 bytes, -32..31). */
-struct amx_k_chunk {
-    _Alignas(64) uint8_t q[AMX_K_CHUNK][4096];
-    float sc[AMX_K_CHUNK][16][16]; /* [super-block][row][sub-block]: d x scale */
-    float mn[AMX_K_CHUNK][16][8];  /* Q4_K: min */
-    float ndmin[AMX_K_CHUNK][16];  /* Q4_K: -dmin */
+/* Super-block i of nr weight rows: per plane (0: v >> 6, 1: v & 63) and quarter t (elements
+ * 64t to 64t + 63), a tile of 16 rows of 64 bytes; 8 KiB. */
+struct amx_k_planes {
+    _Alignas(64) uint8_t q[2][4][16][64];
+    float d[16];
+    float mn[16][8]; /* Q4_K/Q5_K: min */
+    float ndmin[16]; /* Q4_K/Q5_K: -dmin */
 };
 
+/* 32 products scale x level (int16) into the two planes at hi and lo. */
+AMX static Q_ALWAYS_INLINE void amx_k_split(__m512i v, uint8_t *hi, uint8_t *lo)
+{
+    _mm256_store_si256((__m256i *)hi, _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 6)));
+    _mm256_store_si256((__m256i *)lo, _mm512_cvtepi16_epi8(_mm512_and_si512(v, _mm512_set1_epi16(63))));
+}
+
 /* Q4_K / Q5_K (q5: the fifth bit of sub-block j from bit j of qh). */
-AMX static Q_ALWAYS_INLINE void amx_q4_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i0, int ns,
-                                                struct amx_k_chunk *k, const int q5)
+AMX static Q_ALWAYS_INLINE void amx_q4_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i,
+                                                struct amx_k_planes *k, const int q5)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
-    for (int s = 0; s < ns; s++)
-        for (int r = 0; r < nr; r++) {
-            const block_q4_K *x4 = (const block_q4_K *)(w + (size_t)r * ws) + i0 + s;
-            const block_q5_K *x5 = (const block_q5_K *)(w + (size_t)r * ws) + i0 + s;
+    for (int r = 0; r < nr; r++) {
+            const block_q4_K *x4 = (const block_q4_K *)(w + (size_t)r * ws) + i;
+            const block_q5_K *x5 = (const block_q5_K *)(w + (size_t)r * ws) + i;
             const uint8_t *qs = q5 ? x5->qs : x4->qs;
             const __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
+            uint32_t u[4];
+            kq_unpack(q5 ? x5->scales : x4->scales, u);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
@@ -1540,162 +1578,138 @@ AMX static Q_ALWAYS_INLINE void amx_q4_k_unpack(const uint8_t *w, size_t ws, int
                     lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one), 4));
                     hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one), 4));
                 }
-                _mm256_store_si256((__m256i *)(k->q[s] + 512 * (2 * c) + 32 * r), lo);
-                _mm256_store_si256((__m256i *)(k->q[s] + 512 * (2 * c + 1) + 32 * r), hi);
+                const short s0 = (short)(u[c / 2] >> (16 * (c % 2)) & 0xFF);
+                const short s1 = (short)(u[c / 2] >> (16 * (c % 2) + 8) & 0xFF);
+                amx_k_split(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(lo), _mm512_set1_epi16(s0)),
+                            k->q[0][c][r], k->q[1][c][r]);
+                amx_k_split(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(hi), _mm512_set1_epi16(s1)),
+                            k->q[0][c][r] + 32, k->q[1][c][r] + 32);
             }
-            uint32_t u[4];
-            kq_unpack(q5 ? x5->scales : x4->scales, u);
-            const float d = h2f(q5 ? x5->d : x4->d);
-            for (int j = 0; j < 8; j++) {
-                k->sc[s][r][j] = d * (float)(u[j / 4] >> (8 * (j % 4)) & 0xFF);
-                k->mn[s][r][j] = (float)(u[2 + j / 4] >> (8 * (j % 4)) & 0xFF);
-            }
-            k->ndmin[s][r] = -h2f(q5 ? x5->dmin : x4->dmin);
+            k->d[r] = h2f(q5 ? x5->d : x4->d);
+            for (int j = 0; j < 8; j++)
+                k->mn[r][j] = (float)(u[2 + j / 4] >> (8 * (j % 4)) & 0xFF);
+            k->ndmin[r] = -h2f(q5 ? x5->dmin : x4->dmin);
         }
 }
 
-/* Four sub-blocks in a row: levels at q (q_step bytes apart, rows of q_row bytes) against the
- * activations at ga (a_step apart, rows of 64 bytes), the sums into cb[0..3]; signed levels
- * (Q6_K) or unsigned (Q4_K/Q5_K). Tiles 0-1 levels, 2-3 activations, 4-7 sums. */
-AMX static Q_ALWAYS_INLINE void amx_four(const uint8_t *q, int q_step, int q_row, const uint8_t *ga,
-                                         int a_step, int32_t (*cb)[256], const int sgn)
+/* Q6_K: 16 sub-blocks of 16, levels q - 32 signed, one signed scale each, no mins. */
+AMX static void amx_q6_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i, struct amx_k_planes *k)
 {
-    _tile_loadd(0, q, q_row);
-    _tile_loadd(2, ga, 64);
-    _tile_zero(4);
-    _tile_loadd(1, q + q_step, q_row);
-    _tile_loadd(3, ga + a_step, 64);
-    _tile_zero(5);
-    if (sgn) {
-        _tile_dpbssd(4, 0, 2);
-        _tile_dpbssd(5, 1, 3);
-    } else {
-        _tile_dpbusd(4, 0, 2);
-        _tile_dpbusd(5, 1, 3);
+    const __m256i off = _mm256_set1_epi8(32);
+    for (int r = 0; r < nr; r++) {
+        const block_q6_K *x = (const block_q6_K *)(w + (size_t)r * ws) + i;
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6k_quarters(x->ql + 64 * h, x->qh + 32 * h, q);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) { /* elements 128h + 32c: sub-blocks j and j + 1 */
+                const int j = 8 * h + 2 * c, t = 2 * h + c / 2, o = 32 * (c % 2);
+                const __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16(x->scales[j]),
+                                                      _mm256_set1_epi16(x->scales[j + 1]), 1);
+                amx_k_split(_mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_sub_epi8(q[c], off)), sc),
+                            k->q[0][t][r] + o, k->q[1][t][r] + o);
+            }
+        }
+        k->d[r] = h2f(x->d);
     }
-    _tile_loadd(0, q + 2 * q_step, q_row);
-    _tile_loadd(2, ga + 2 * a_step, 64);
-    _tile_zero(6);
-    _tile_loadd(1, q + 3 * q_step, q_row);
-    _tile_loadd(3, ga + 3 * a_step, 64);
-    _tile_zero(7);
-    if (sgn) {
-        _tile_dpbssd(6, 0, 2);
-        _tile_dpbssd(7, 1, 3);
-    } else {
-        _tile_dpbusd(6, 0, 2);
-        _tile_dpbusd(7, 1, 3);
+}
+
+/* One group's sums of a super-block (rows of hi: v >> 6, lo: v & 63), scaled and added to
+ * acc[row][column]; ga: the group's activations of that super-block. */
+AMX static Q_ALWAYS_INLINE void amx_k_scale(const struct amx_k_planes *k, const uint8_t *ga,
+                                            const int32_t *hi, const int32_t *lo, const int nr,
+                                            float (*acc)[16], const int q6)
+{
+    const __m512 da = _mm512_loadu_ps((const float *)(ga + AMX_K_QS));
+    __m512 bs[8];
+    if (!q6)
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            bs[j] = _mm512_loadu_ps((const float *)(ga + AMX_K_QS + 64 + 64 * j));
+#pragma GCC unroll 16
+    for (int r = 0; r < nr; r++) {
+        const __m512 x = _mm512_cvtepi32_ps(
+            _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(hi + 16 * r), 6), _mm512_load_si512(lo + 16 * r)));
+        __m512 t;
+        if (q6) {
+            t = _mm512_mul_ps(x, _mm512_set1_ps(k->d[r]));
+        } else {
+            __m512 m = _mm512_mul_ps(bs[0], _mm512_set1_ps(k->mn[r][0]));
+#pragma GCC unroll 7
+            for (int j = 1; j < 8; j++)
+                m = _mm512_fmadd_ps(bs[j], _mm512_set1_ps(k->mn[r][j]), m);
+            t = _mm512_fmadd_ps(m, _mm512_set1_ps(k->ndmin[r]), _mm512_mul_ps(x, _mm512_set1_ps(k->d[r])));
+        }
+        _mm512_store_ps(acc[r], _mm512_fmadd_ps(t, da, _mm512_load_ps(acc[r])));
+    }
+}
+
+/* The unpacked super-block against one group of 16 columns (two: and the next group too;
+ * ga: that super-block's activations in the first), into accs[0] (and accs[1]). Tiles 0-1: a
+ * quarter of the planes, 2-3: the activations' quarter of each group, 4-5: the first group's
+ * sums (v >> 6, v & 63), 6-7: the second's. */
+AMX static Q_ALWAYS_INLINE void amx_k_block(const struct amx_k_planes *k, const uint8_t *ga, size_t gbytes,
+                                            const int nr, float (*accs)[16][16], const int two, const int q6)
+{
+    _Alignas(64) int32_t cb[4][256];
+    _tile_zero(4);
+    _tile_zero(5);
+    if (two) {
+        _tile_zero(6);
+        _tile_zero(7);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) {
+        _tile_loadd(0, k->q[0][t], 64);
+        _tile_loadd(1, k->q[1][t], 64);
+        _tile_loadd(2, ga + 1024 * t, 64);
+        if (q6)
+            _tile_dpbssd(4, 0, 2);
+        else
+            _tile_dpbusd(4, 0, 2);
+        _tile_dpbusd(5, 1, 2);
+        if (two) {
+            _tile_loadd(3, ga + gbytes + 1024 * t, 64);
+            if (q6)
+                _tile_dpbssd(6, 0, 3);
+            else
+                _tile_dpbusd(6, 0, 3);
+            _tile_dpbusd(7, 1, 3);
+        }
     }
     _tile_stored(4, cb[0], 64);
     _tile_stored(5, cb[1], 64);
-    _tile_stored(6, cb[2], 64);
-    _tile_stored(7, cb[3], 64);
-}
-
-/* Super-block s of the chunk against one group of 16 columns (ga: that super-block's
- * activations), into acc. */
-AMX static Q_ALWAYS_INLINE void amx_q4_k_block(const struct amx_k_chunk *k, int s, const uint8_t *ga,
-                                               const int nr, __m512 acc[16])
-{
-    _Alignas(64) int32_t cb[8][256];
-    for (int j = 0; j < 8; j += 4)
-        amx_four(k->q[s] + 512 * j, 512, 32, ga + 512 * j, 512, cb + j, 0);
-    const __m512 da = _mm512_loadu_ps((const float *)(ga + AMX_K_QS));
-    __m512 bs[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++)
-        bs[j] = _mm512_loadu_ps((const float *)(ga + AMX_K_QS + 64 + 64 * j));
-#pragma GCC unroll 16
-    for (int r = 0; r < nr; r++) {
-        __m512 t = _mm512_setzero_ps(), m = _mm512_setzero_ps();
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb[j] + 16 * r)),
-                                _mm512_set1_ps(k->sc[s][r][j]), t);
-            m = _mm512_fmadd_ps(bs[j], _mm512_set1_ps(k->mn[s][r][j]), m);
-        }
-        t = _mm512_fmadd_ps(m, _mm512_set1_ps(k->ndmin[s][r]), t);
-        acc[r] = _mm512_fmadd_ps(t, da, acc[r]);
+    if (two) {
+        _tile_stored(6, cb[2], 64);
+        _tile_stored(7, cb[3], 64);
     }
-}
-
-/* Q6_K: 16 sub-blocks of 16, levels q - 32 signed, one signed scale each, no mins. The
- * activations' layout is that of Q4_K (element e of a super-block in row e / 4 of 64 bytes),
- * so sub-block j is rows 4j to 4j + 3. */
-AMX static void amx_q6_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i0, int ns,
-                                struct amx_k_chunk *k)
-{
-    const __m256i off = _mm256_set1_epi8(32);
-    for (int s = 0; s < ns; s++)
-        for (int r = 0; r < nr; r++) {
-            const block_q6_K *x = (const block_q6_K *)(w + (size_t)r * ws) + i0 + s;
-            for (int h = 0; h < 2; h++) {
-                __m256i q[4];
-                q6k_quarters(x->ql + 64 * h, x->qh + 32 * h, q);
-                for (int c = 0; c < 4; c++) {
-                    const __m256i v = _mm256_sub_epi8(q[c], off);
-                    const int j = 8 * h + 2 * c;
-                    _mm_store_si128((__m128i *)(k->q[s] + 256 * j + 16 * r), _mm256_castsi256_si128(v));
-                    _mm_store_si128((__m128i *)(k->q[s] + 256 * (j + 1) + 16 * r), _mm256_extracti128_si256(v, 1));
-                }
-            }
-            const float d = h2f(x->d);
-            for (int j = 0; j < 16; j++)
-                k->sc[s][r][j] = d * (float)x->scales[j];
-        }
-}
-
-AMX static Q_ALWAYS_INLINE void amx_q6_k_block(const struct amx_k_chunk *k, int s, const uint8_t *ga,
-                                               const int nr, __m512 acc[16])
-{
-    _Alignas(64) int32_t cb[16][256];
-    for (int j = 0; j < 16; j += 4)
-        amx_four(k->q[s] + 256 * j, 256, 16, ga + 256 * j, 256, cb + j, 1);
-    const __m512 da = _mm512_loadu_ps((const float *)(ga + AMX_K_QS));
-#pragma GCC unroll 16
-    for (int r = 0; r < nr; r++) {
-        __m512 t = _mm512_setzero_ps();
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; j++)
-            t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb[j] + 16 * r)),
-                                _mm512_set1_ps(k->sc[s][r][j]), t);
-        acc[r] = _mm512_fmadd_ps(t, da, acc[r]);
-    }
+    amx_k_scale(k, ga, cb[0], cb[1], nr, accs[0], q6);
+    if (two)
+        amx_k_scale(k, ga + gbytes, cb[2], cb[3], nr, accs[1], q6);
 }
 
 /* nsb super-blocks of nr rows against the groups of nc columns at a, added to
  * accs[group][row][column]. */
 AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t ws, const int nr,
-                                           const uint8_t *a, size_t as, int nc, struct amx_k_chunk *k,
+                                           const uint8_t *a, size_t as, int nc, struct amx_k_planes *k,
                                            float (*accs)[16][16], const int kind)
 {
     const int q6 = kind == GGML_TYPE_Q6_K;
     const size_t gbytes = 16 * as;
     const int ng = (nc + 15) / 16;
-    for (int64_t i0 = 0; i0 < nsb; i0 += AMX_K_CHUNK) {
-        const int ns = nsb - i0 < AMX_K_CHUNK ? (int)(nsb - i0) : AMX_K_CHUNK;
+    for (int64_t i = 0; i < nsb; i++) {
         if (q6)
-            amx_q6_k_unpack(w, ws, nr, i0, ns, k);
+            amx_q6_k_unpack(w, ws, nr, i, k);
         else if (kind == GGML_TYPE_Q5_K)
-            amx_q4_k_unpack(w, ws, nr, i0, ns, k, 1);
+            amx_q4_k_unpack(w, ws, nr, i, k, 1);
         else
-            amx_q4_k_unpack(w, ws, nr, i0, ns, k, 0);
-        for (int g = 0; g < ng; g++) {
-            __m512 acc[16];
-#pragma GCC unroll 16
-            for (int r = 0; r < 16; r++)
-                acc[r] = _mm512_load_ps(accs[g][r]);
-            for (int s = 0; s < ns; s++) {
-                const uint8_t *ga = a + (size_t)g * gbytes + (size_t)(i0 + s) * AMX_K_BYTES;
-                if (q6)
-                    amx_q6_k_block(k, s, ga, nr, acc);
-                else
-                    amx_q4_k_block(k, s, ga, nr, acc);
-            }
-#pragma GCC unroll 16
-            for (int r = 0; r < 16; r++)
-                _mm512_store_ps(accs[g][r], acc[r]);
-        }
+            amx_q4_k_unpack(w, ws, nr, i, k, 0);
+        const uint8_t *ai = a + (size_t)i * AMX_K_BYTES;
+        int g = 0;
+        for (; g + 2 <= ng; g += 2)
+            amx_k_block(k, ai + (size_t)g * gbytes, gbytes, nr, accs + g, 1, q6);
+        if (g < ng)
+            amx_k_block(k, ai + (size_t)g * gbytes, gbytes, nr, accs + g, 0, q6);
     }
 }
 
@@ -1704,14 +1718,13 @@ AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t
 AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a,
                                             size_t as, int nc, float *y, size_t ldy, const int kind)
 {
-    const int q6 = kind == GGML_TYPE_Q6_K;
-    struct amx_k_chunk k;
+    struct amx_k_planes k;
     _Alignas(64) float accs[AMX_K_COLS / 16][16][16];
     const int64_t nsb = n / QK_K;
     for (int r = 0; r < nr; r += 16) {
         const int rr = nr - r < 16 ? nr - r : 16;
         memset(accs, 0, sizeof(float) * 256 * (size_t)((nc + 15) / 16));
-        amx_configure(rr, q6 ? 16 : 32, q6 ? 4 : 8);
+        amx_configure(rr, 64, 16);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
         if (rr == 16)
             amx_k_rows(nsb, wr, ws, 16, a, as, nc, &k, accs, kind);
