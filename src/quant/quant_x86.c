@@ -1337,24 +1337,50 @@ AMX static Q_ALWAYS_INLINE void amx_scale_add(__m512 acc[16], const int32_t *cb,
                                  _mm512_mul_ps(_mm512_set1_ps(dws[r]), da), acc[r]);
 }
 
-/* The scales of block b of nr (<= 16) weight rows, as floats. */
-AMX static inline void amx_row_scales(const uint8_t *w, size_t ws, int nr, int64_t b, float *dws)
+/* Columns a Q8_0 / Q4_0 / Q5_0 call takes, and blocks of rows unpacked at a time. */
+#define AMX_B_COLS 128
+#define AMX_B_CHUNK 64
+
+/* Blocks of 16 weight rows as int8 levels, a tile of 16 rows of 32 bytes each, and their
+ * scales as floats: 34 KiB. */
+struct amx_b_chunk {
+    _Alignas(64) int8_t q[AMX_B_CHUNK][16][32];
+    _Alignas(64) float d[AMX_B_CHUNK][16];
+};
+
+/* Blocks [b0, b0 + nbc) of nr Q8_0 / Q4_0 / Q5_0 rows (row stride ws) into the chunk. */
+AMX static void amx_b32_unpack(const uint8_t *w, size_t ws, int nr, int64_t b0, int nbc, const int kind,
+                               struct amx_b_chunk *out)
 {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)ws));
-    const __mmask16 m = (__mmask16)((1u << nr) - 1);
-    const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx,
-                                                  w + (size_t)b * sizeof(block_q8_0), 1);
-    _mm512_store_ps(dws, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+    for (int r = 0; r < nr; r++)
+        for (int i = 0; i < nbc; i++) {
+            __m256i q;
+            uint16_t d;
+            if (kind == GGML_TYPE_Q8_0) {
+                const block_q8_0 *x = (const block_q8_0 *)(w + (size_t)r * ws) + b0 + i;
+                q = _mm256_loadu_si256((const __m256i *)x->qs);
+                d = x->d;
+            } else if (kind == GGML_TYPE_Q5_0) {
+                const block_q5_0 *x = (const block_q5_0 *)(w + (size_t)r * ws) + b0 + i;
+                q = _mm256_or_si256(nibbles32(x->qs),
+                                    _mm256_andnot_si256(bits32(x->qh), _mm256_set1_epi8((char)0xF0)));
+                d = x->d;
+            } else {
+                const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + b0 + i;
+                q = _mm256_sub_epi8(nibbles32(x->qs), _mm256_set1_epi8(8));
+                d = x->d;
+            }
+            _mm256_store_si256((__m256i *)out->q[i][r], q);
+            out->d[i][r] = h2f(d);
+        }
 }
 
-/* nb blocks of nr Q8_0 rows (w, row stride ws) against the groups of nc columns at a, added to
+/* nb unpacked blocks of nr rows against the groups of nc columns at a, added to
  * accs[group][row][column]. */
-AMX static Q_ALWAYS_INLINE void amx_q8_0_rows(int64_t nb, const uint8_t *w, size_t ws, const int nr,
-                                              const uint8_t *a, size_t as, int nc, float (*accs)[16][16])
+AMX static Q_ALWAYS_INLINE void amx_b32_rows(int nb, const struct amx_b_chunk *k, const int nr, const uint8_t *a,
+                                             size_t as, int nc, float (*accs)[16][16])
 {
     _Alignas(64) int32_t cb[2][256];
-    _Alignas(64) float dws[2][16];
     const size_t gbytes = 16 * as; /* a group of 16 columns */
     for (int g = 0; g * 16 < nc; g++) {
         const uint8_t *ga = a + (size_t)g * gbytes;
@@ -1362,11 +1388,10 @@ AMX static Q_ALWAYS_INLINE void amx_q8_0_rows(int64_t nb, const uint8_t *w, size
 #pragma GCC unroll 16
         for (int r = 0; r < 16; r++)
             acc[r] = _mm512_load_ps(accs[g][r]);
-        int64_t b = 0;
+        int b = 0;
         for (; b + 2 <= nb; b += 2) {
-            const uint8_t *wb = w + (size_t)b * sizeof(block_q8_0) + 2;
-            _tile_loadd(0, wb, (long)ws);
-            _tile_loadd(1, wb + sizeof(block_q8_0), (long)ws);
+            _tile_loadd(0, k->q[b], 32);
+            _tile_loadd(1, k->q[b + 1], 32);
             _tile_loadd(2, ga + (size_t)b * AMX_BLOCK_BYTES, 64);
             _tile_loadd(3, ga + (size_t)(b + 1) * AMX_BLOCK_BYTES, 64);
             _tile_zero(4);
@@ -1375,52 +1400,21 @@ AMX static Q_ALWAYS_INLINE void amx_q8_0_rows(int64_t nb, const uint8_t *w, size
             _tile_dpbssd(5, 1, 3);
             _tile_stored(4, cb[0], 64);
             _tile_stored(5, cb[1], 64);
-            amx_row_scales(w, ws, nr, b, dws[0]);
-            amx_row_scales(w, ws, nr, b + 1, dws[1]);
-            amx_scale_add(acc, cb[0], dws[0], _mm512_loadu_ps((const float *)(ga + (size_t)b * AMX_BLOCK_BYTES + 512)), nr);
-            amx_scale_add(acc, cb[1], dws[1], _mm512_loadu_ps((const float *)(ga + (size_t)(b + 1) * AMX_BLOCK_BYTES + 512)), nr);
+            amx_scale_add(acc, cb[0], k->d[b], _mm512_loadu_ps((const float *)(ga + (size_t)b * AMX_BLOCK_BYTES + 512)), nr);
+            amx_scale_add(acc, cb[1], k->d[b + 1], _mm512_loadu_ps((const float *)(ga + (size_t)(b + 1) * AMX_BLOCK_BYTES + 512)), nr);
         }
         if (b < nb) {
-            _tile_loadd(0, w + (size_t)b * sizeof(block_q8_0) + 2, (long)ws);
+            _tile_loadd(0, k->q[b], 32);
             _tile_loadd(2, ga + (size_t)b * AMX_BLOCK_BYTES, 64);
             _tile_zero(4);
             _tile_dpbssd(4, 0, 2);
             _tile_stored(4, cb[0], 64);
-            amx_row_scales(w, ws, nr, b, dws[0]);
-            amx_scale_add(acc, cb[0], dws[0], _mm512_loadu_ps((const float *)(ga + (size_t)b * AMX_BLOCK_BYTES + 512)), nr);
+            amx_scale_add(acc, cb[0], k->d[b], _mm512_loadu_ps((const float *)(ga + (size_t)b * AMX_BLOCK_BYTES + 512)), nr);
         }
 #pragma GCC unroll 16
         for (int r = 0; r < 16; r++)
             _mm512_store_ps(accs[g][r], acc[r]);
     }
-}
-
-/* Columns a Q8_0 / Q4_0 / Q5_0 call takes, and blocks of Q4_0 / Q5_0 rows unpacked at a time
- * (as Q8_0 blocks: 16 rows of 64 take 34 KiB). */
-#define AMX_B_COLS 64
-#define AMX_B_CHUNK 64
-
-/* Blocks [b0, b0 + nbc) of nr Q4_0 (or Q5_0) rows as Q8_0 blocks of the same levels and scales,
- * rows AMX_B_CHUNK blocks apart. */
-AMX static void amx_b32_unpack(const uint8_t *w, size_t ws, int nr, int64_t b0, int nbc, const int q5,
-                               block_q8_0 *out)
-{
-    for (int r = 0; r < nr; r++)
-        for (int i = 0; i < nbc; i++) {
-            block_q8_0 *o = out + (size_t)r * AMX_B_CHUNK + i;
-            __m256i q;
-            if (q5) {
-                const block_q5_0 *x = (const block_q5_0 *)(w + (size_t)r * ws) + b0 + i;
-                q = _mm256_or_si256(nibbles32(x->qs),
-                                    _mm256_andnot_si256(bits32(x->qh), _mm256_set1_epi8((char)0xF0)));
-                o->d = x->d;
-            } else {
-                const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + b0 + i;
-                q = _mm256_sub_epi8(nibbles32(x->qs), _mm256_set1_epi8(8));
-                o->d = x->d;
-            }
-            _mm256_storeu_si256((__m256i *)o->qs, q);
-        }
 }
 
 /* Tiles 0-1: rr rows of a_colsb bytes (weights); 2-3: b_rows rows of 64 bytes (16 columns of
@@ -1477,35 +1471,25 @@ AMX static void amx_store(const float (*accs)[16][16], int nr, int nc, float *y,
         }
     }
 }
-/* kind: Q8_0 straight from the weights, Q4_0 / Q5_0 unpacked a chunk at a time. */
 AMX static Q_ALWAYS_INLINE void ptile_b32_amx(int64_t n, const void *w, size_t ws, int nr, const void *a,
                                               size_t as, int nc, float *y, size_t ldy, const int kind)
 {
     const int64_t nb = n / QK8_0;
     _Alignas(64) float accs[AMX_B_COLS / 16][16][16];
-    block_q8_0 chunk[16 * AMX_B_CHUNK];
-    block_q8_0 *buf = kind == GGML_TYPE_Q8_0 ? NULL : chunk;
+    struct amx_b_chunk k;
     for (int r = 0; r < nr; r += 16) {
         const int rr = nr - r < 16 ? nr - r : 16;
         memset(accs, 0, sizeof(float) * 256 * (size_t)((nc + 15) / 16));
         amx_configure(rr, QK8_0, 8);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
-        if (!buf) {
+        for (int64_t b0 = 0; b0 < nb; b0 += AMX_B_CHUNK) {
+            const int nbc = nb - b0 < AMX_B_CHUNK ? (int)(nb - b0) : AMX_B_CHUNK;
+            amx_b32_unpack(wr, ws, rr, b0, nbc, kind, &k);
+            const uint8_t *ab = (const uint8_t *)a + (size_t)b0 * AMX_BLOCK_BYTES;
             if (rr == 16)
-                amx_q8_0_rows(nb, wr, ws, 16, a, as, nc, accs);
+                amx_b32_rows(nbc, &k, 16, ab, as, nc, accs);
             else
-                amx_q8_0_rows(nb, wr, ws, rr, a, as, nc, accs);
-        } else {
-            for (int64_t b0 = 0; b0 < nb; b0 += AMX_B_CHUNK) {
-                const int nbc = nb - b0 < AMX_B_CHUNK ? (int)(nb - b0) : AMX_B_CHUNK;
-                amx_b32_unpack(wr, ws, rr, b0, nbc, kind == GGML_TYPE_Q5_0, buf);
-                const uint8_t *ab = (const uint8_t *)a + (size_t)b0 * AMX_BLOCK_BYTES;
-                const size_t bs = AMX_B_CHUNK * sizeof(block_q8_0);
-                if (rr == 16)
-                    amx_q8_0_rows(nbc, (const uint8_t *)buf, bs, 16, ab, as, nc, accs);
-                else
-                    amx_q8_0_rows(nbc, (const uint8_t *)buf, bs, rr, ab, as, nc, accs);
-            }
+                amx_b32_rows(nbc, &k, rr, ab, as, nc, accs);
         }
         _tile_release();
         amx_store((const float(*)[16][16])accs, rr, nc, y + r, ldy);
