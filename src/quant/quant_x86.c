@@ -1378,7 +1378,7 @@ AMX static void amx_b32_unpack(const uint8_t *w, size_t ws, int nr, int64_t b0, 
 /* nb unpacked blocks of nr rows against the groups of nc columns at a, added to
  * accs[group][row][column]. */
 AMX static Q_ALWAYS_INLINE void amx_b32_rows(int nb, const struct amx_b_chunk *k, const int nr, const uint8_t *a,
-                                             size_t as, int nc, float (*accs)[16][16])
+                                             size_t as, int nc, float (*accs)[16][16], bool first)
 {
     _Alignas(64) int32_t cb[2][256];
     const size_t gbytes = 16 * as; /* a group of 16 columns */
@@ -1387,7 +1387,7 @@ AMX static Q_ALWAYS_INLINE void amx_b32_rows(int nb, const struct amx_b_chunk *k
         __m512 acc[16];
 #pragma GCC unroll 16
         for (int r = 0; r < 16; r++)
-            acc[r] = _mm512_load_ps(accs[g][r]);
+            acc[r] = first ? _mm512_setzero_ps() : _mm512_load_ps(accs[g][r]);
         int b = 0;
         for (; b + 2 <= nb; b += 2) {
             _tile_loadd(0, k->q[b], 32);
@@ -1479,7 +1479,6 @@ AMX static Q_ALWAYS_INLINE void ptile_b32_amx(int64_t n, const void *w, size_t w
     struct amx_b_chunk k;
     for (int r = 0; r < nr; r += 16) {
         const int rr = nr - r < 16 ? nr - r : 16;
-        memset(accs, 0, sizeof(float) * 256 * (size_t)((nc + 15) / 16));
         amx_configure(rr, QK8_0, 8);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
         for (int64_t b0 = 0; b0 < nb; b0 += AMX_B_CHUNK) {
@@ -1487,9 +1486,9 @@ AMX static Q_ALWAYS_INLINE void ptile_b32_amx(int64_t n, const void *w, size_t w
             amx_b32_unpack(wr, ws, rr, b0, nbc, kind, &k);
             const uint8_t *ab = (const uint8_t *)a + (size_t)b0 * AMX_BLOCK_BYTES;
             if (rr == 16)
-                amx_b32_rows(nbc, &k, 16, ab, as, nc, accs);
+                amx_b32_rows(nbc, &k, 16, ab, as, nc, accs, b0 == 0);
             else
-                amx_b32_rows(nbc, &k, rr, ab, as, nc, accs);
+                amx_b32_rows(nbc, &k, rr, ab, as, nc, accs, b0 == 0);
         }
         _tile_release();
         amx_store((const float(*)[16][16])accs, rr, nc, y + r, ldy);
@@ -1570,8 +1569,7 @@ AMX static Q_ALWAYS_INLINE void amx_q4_k_unpack(const uint8_t *w, size_t ws, int
                             k->q[0][c][r] + 32, k->q[1][c][r] + 32);
             }
             k->d[r] = h2f(q5 ? x5->d : x4->d);
-            for (int j = 0; j < 8; j++)
-                k->mn[r][j] = (float)(u[2 + j / 4] >> (8 * (j % 4)) & 0xFF);
+            _mm256_storeu_ps(k->mn[r], _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32((int)u[2], (int)u[3], 0, 0))));
             k->ndmin[r] = -h2f(q5 ? x5->dmin : x4->dmin);
         }
 }
@@ -1602,7 +1600,7 @@ AMX static void amx_q6_k_unpack(const uint8_t *w, size_t ws, int nr, int64_t i, 
  * acc[row][column]; ga: the group's activations of that super-block. */
 AMX static Q_ALWAYS_INLINE void amx_k_scale(const struct amx_k_planes *k, const uint8_t *ga,
                                             const int32_t *hi, const int32_t *lo, const int nr,
-                                            float (*acc)[16], const int q6)
+                                            float (*acc)[16], bool first, const int q6)
 {
     const __m512 da = _mm512_loadu_ps((const float *)(ga + AMX_K_QS));
     __m512 bs[8];
@@ -1624,7 +1622,7 @@ AMX static Q_ALWAYS_INLINE void amx_k_scale(const struct amx_k_planes *k, const 
                 m = _mm512_fmadd_ps(bs[j], _mm512_set1_ps(k->mn[r][j]), m);
             t = _mm512_fmadd_ps(m, _mm512_set1_ps(k->ndmin[r]), _mm512_mul_ps(x, _mm512_set1_ps(k->d[r])));
         }
-        _mm512_store_ps(acc[r], _mm512_fmadd_ps(t, da, _mm512_load_ps(acc[r])));
+        _mm512_store_ps(acc[r], first ? _mm512_mul_ps(t, da) : _mm512_fmadd_ps(t, da, _mm512_load_ps(acc[r])));
     }
 }
 
@@ -1633,7 +1631,8 @@ AMX static Q_ALWAYS_INLINE void amx_k_scale(const struct amx_k_planes *k, const 
  * quarter of the planes, 2-3: the activations' quarter of each group, 4-5: the first group's
  * sums (v >> 6, v & 63), 6-7: the second's. */
 AMX static Q_ALWAYS_INLINE void amx_k_block(const struct amx_k_planes *k, const uint8_t *ga, size_t gbytes,
-                                            const int nr, float (*accs)[16][16], const int two, const int q6)
+                                            const int nr, float (*accs)[16][16], bool first, const int two,
+                                            const int q6)
 {
     _Alignas(64) int32_t cb[4][256];
     _tile_zero(4);
@@ -1667,9 +1666,9 @@ AMX static Q_ALWAYS_INLINE void amx_k_block(const struct amx_k_planes *k, const 
         _tile_stored(6, cb[2], 64);
         _tile_stored(7, cb[3], 64);
     }
-    amx_k_scale(k, ga, cb[0], cb[1], nr, accs[0], q6);
+    amx_k_scale(k, ga, cb[0], cb[1], nr, accs[0], first, q6);
     if (two)
-        amx_k_scale(k, ga + gbytes, cb[2], cb[3], nr, accs[1], q6);
+        amx_k_scale(k, ga + gbytes, cb[2], cb[3], nr, accs[1], first, q6);
 }
 
 /* nsb super-blocks of nr rows against the groups of nc columns at a, added to
@@ -1691,9 +1690,9 @@ AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t
         const uint8_t *ai = a + (size_t)i * AMX_K_BYTES;
         int g = 0;
         for (; g + 2 <= ng; g += 2)
-            amx_k_block(k, ai + (size_t)g * gbytes, gbytes, nr, accs + g, 1, q6);
+            amx_k_block(k, ai + (size_t)g * gbytes, gbytes, nr, accs + g, i == 0, 1, q6);
         if (g < ng)
-            amx_k_block(k, ai + (size_t)g * gbytes, gbytes, nr, accs + g, 0, q6);
+            amx_k_block(k, ai + (size_t)g * gbytes, gbytes, nr, accs + g, i == 0, 0, q6);
     }
 }
 
@@ -1707,7 +1706,6 @@ AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws,
     const int64_t nsb = n / QK_K;
     for (int r = 0; r < nr; r += 16) {
         const int rr = nr - r < 16 ? nr - r : 16;
-        memset(accs, 0, sizeof(float) * 256 * (size_t)((nc + 15) / 16));
         amx_configure(rr, 64, 16);
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
         if (rr == 16)
