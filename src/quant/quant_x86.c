@@ -949,6 +949,111 @@ DEFINE_TILE(tile_q5_k_avx512, AVX512, q5k_dotn_avx512, block_q5_K)
 DEFINE_TILE(tile_q8_0_avx512, AVX512, q8_0_dotn_avx512, block_q8_0)
 DEFINE_TILE(tile_q4_0_avx512, AVX512, q4_0_dotn_avx512, block_q4_0)
 
+/* F16 / BF16 weights against F16 / BF16 activation columns, R rows by C columns at a time,
+ * each weight and activation vector converted once for the C or R products it takes part in.
+ * Per (row, column) the sums are dot_f16_avx2's (dot_bf16_avx2's): its four 8-lane
+ * accumulators over elements 32i + 8j are the halves of two 16-lane ones, added back in its
+ * order, and the same scalar tail, so each result is the dot product's bit for bit. */
+AVX512 static Q_ALWAYS_INLINE __m512 ld16_h(const uint16_t *p, const int bf)
+{
+    const __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    return bf ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)) : _mm512_cvtph_ps(v);
+}
+
+AVX512 static Q_ALWAYS_INLINE void h16_block(int64_t n, const uint8_t *w, size_t ws, const uint8_t *a, size_t as,
+                                             float *y, size_t ldy, const int R, const int C, const int bf)
+{
+    __m512 acc[4][3][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+        for (int c = 0; c < C; c++)
+            acc[r][c][0] = acc[r][c][1] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512 wv[4], av[3];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const uint16_t *x = (const uint16_t *)(w + (size_t)r * ws) + i + 16 * h;
+                PF(x, 64);
+                wv[r] = ld16_h(x, bf);
+            }
+#pragma GCC unroll 3
+            for (int c = 0; c < C; c++)
+                av[c] = ld16_h((const uint16_t *)(a + (size_t)c * as) + i + 16 * h, bf);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+                for (int c = 0; c < C; c++)
+                    acc[r][c][h] = _mm512_fmadd_ps(wv[r], av[c], acc[r][c][h]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+        for (int c = 0; c < C; c++) {
+            const __m512 s01 = acc[r][c][0], s23 = acc[r][c][1];
+            float s = hsum8(_mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(s01), _mm512_extractf32x8_ps(s01, 1)),
+                                          _mm256_add_ps(_mm512_castps512_ps256(s23), _mm512_extractf32x8_ps(s23, 1))));
+            const uint16_t *x = (const uint16_t *)(w + (size_t)r * ws), *v = (const uint16_t *)(a + (size_t)c * as);
+            for (int64_t j = i; j < n; j++)
+                s += bf ? bf16_to_f32(x[j]) * bf16_to_f32(v[j]) : h2f(x[j]) * h2f(v[j]);
+            y[(size_t)c * ldy + r] = s;
+        }
+}
+
+/* nr rows in blocks of 4, nc columns in blocks of 3; a single column (decode) a row at a time
+ * (BF16: through the AVX2 dot product, which streams faster there). */
+AVX512 static Q_ALWAYS_INLINE void h16_tile(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,
+                                            int nc, float *y, size_t ldy, const int bf)
+{
+    if (nc == 1) {
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
+            if (bf)
+                y[r] = dot_bf16_avx2(n, wr, a);
+            else
+                h16_block(n, wr, ws, a, as, y + r, ldy, 1, 1, 0);
+        }
+        return;
+    }
+    for (int r = 0; r < nr; r += 4) {
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
+        const int rr = nr - r < 4 ? nr - r : 4;
+        for (int c = 0; c < nc; c += 3) {
+            const uint8_t *ac = (const uint8_t *)a + (size_t)c * as;
+            float *yc = y + (size_t)c * ldy + r;
+            const int cc = nc - c < 3 ? nc - c : 3;
+#define H16_CASE(R, C)                                                                             \
+    case 3 * (R - 1) + C - 1:                                                                      \
+        h16_block(n, wr, ws, ac, as, yc, ldy, R, C, bf);                                           \
+        break;
+            switch (3 * (rr - 1) + cc - 1) {
+                H16_CASE(1, 1) H16_CASE(1, 2) H16_CASE(1, 3)
+                H16_CASE(2, 1) H16_CASE(2, 2) H16_CASE(2, 3)
+                H16_CASE(3, 1) H16_CASE(3, 2) H16_CASE(3, 3)
+                H16_CASE(4, 1) H16_CASE(4, 2) H16_CASE(4, 3)
+            default: break;
+            }
+#undef H16_CASE
+        }
+    }
+}
+
+AVX512 static void tile_f16_avx512(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
+                                   float *y, size_t ldy)
+{
+    h16_tile(n, w, ws, nr, a, as, nc, y, ldy, 0);
+}
+
+AVX512 static void tile_bf16_avx512(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
+                                    float *y, size_t ldy)
+{
+    h16_tile(n, w, ws, nr, a, as, nc, y, ldy, 1);
+}
+
 /* ------------------------------------------------------------------ prompt tiles with VNNI */
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
@@ -1806,6 +1911,8 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     k[GGML_TYPE_Q8_0].tile = tile_q8_0_avx512;
     k[GGML_TYPE_Q4_0].dot = dot_q4_0_avx512;
     k[GGML_TYPE_Q4_0].tile = tile_q4_0_avx512;
+    k[GGML_TYPE_F16].tile = tile_f16_avx512;
+    k[GGML_TYPE_BF16].tile = tile_bf16_avx512;
     if (max_level < QK_X86_VNNI || !__builtin_cpu_supports("avx512vnni"))
         return QK_X86_AVX512;
     k[GGML_TYPE_Q8_0].ptile = ptile_q8_0_vnni;
