@@ -75,8 +75,9 @@ brasa_status cpu_prepare(struct cpu *c, const struct graph *g, int n_ctx, struct
         }
     }
     size_t rows = (size_t)ATTN_G * ((size_t)n_ctx + (size_t)max_hd) + 2 * (size_t)max_hd + 16;
+    const size_t kv_rows = ATTN_TK > ATTN_VC ? ATTN_TK : ATTN_VC;
     size_t tiles = !cpu_ops_attn_tiles() ? 0
-                 : (size_t)ATTN_TR * (size_t)n_ctx + (size_t)(ATTN_TR + ATTN_TK) * (size_t)max_hd + 16;
+                 : (size_t)ATTN_TR * (size_t)n_ctx + (size_t)(ATTN_TR + kv_rows) * (size_t)max_hd + 16;
     size_t stride = ((rows > tiles ? rows : tiles) + 15) & ~(size_t)15;
     brasa_status st;
     if ((st = grow((void **)&c->arena, &c->arena_cap, g->arena_bytes, err)) ||

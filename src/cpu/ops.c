@@ -730,31 +730,35 @@ AVX512_ATTN static void attn_tile_softmax(float *st, long npmax, const int32_t *
     }
 }
 
-/* o_i += p[j][i] v_j for rows i of [i0, i0 + RB), positions in order: RB rows x VR vectors of 16
- * lanes in registers. Positions past a row's own (np) are skipped for that row. */
+/* o_i += p[j][i] v_j for rows i of [i0, i0 + RB) and positions j of [j0, j0 + jn), in order,
+ * v_j at vf + (j - j0) hd (converted once for all the unit's rows): RB rows x VR vectors of 16
+ * lanes in registers, from zero on the first positions (first), else from o. Positions past a
+ * row's own (np) are skipped for that row. */
 #define ATTN_PV(RB, VR)                                                                            \
-    AVX512_ATTN static void attn_pv_##RB##_##VR(const float *pt, const uint16_t *V, long kvw,     \
-                                                const int32_t *np, int i0, int nr, float *const *o) \
+    AVX512_ATTN static void attn_pv_##RB##_##VR(const float *pt, const float *vf, long j0, long jn, \
+                                                const int32_t *np, int i0, int nr, float *const *o, \
+                                                bool first)                                        \
     {                                                                                              \
         __m512 acc[RB][VR];                                                                        \
         int npmin = np[i0], npmax = np[i0];                                                        \
-        for (int i = 0; i < RB; i++)                                                               \
-            for (int v = 0; v < VR; v++)                                                           \
-                acc[i][v] = _mm512_setzero_ps();                                                   \
+        _Pragma("GCC unroll 24") for (int i = 0; i < RB; i++)                                     \
+            _Pragma("GCC unroll 16") for (int v = 0; v < VR; v++)                                  \
+                acc[i][v] = first || i >= nr ? _mm512_setzero_ps() : _mm512_loadu_ps(o[i] + 16 * v); \
         for (int i = 1; i < nr; i++) {                                                             \
             npmin = np[i0 + i] < npmin ? np[i0 + i] : npmin;                                       \
             npmax = np[i0 + i] > npmax ? np[i0 + i] : npmax;                                       \
         }                                                                                          \
-        for (long j = 0; j < npmax; j++) {                                                         \
+        const long j1 = j0 + jn < npmax ? j0 + jn : npmax;                                         \
+        for (long j = j0; j < j1; j++) {                                                           \
             __m512 vv[VR];                                                                         \
-            for (int v = 0; v < VR; v++)                                                           \
-                vv[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(V + j * kvw + 16 * v))); \
+            _Pragma("GCC unroll 16") for (int v = 0; v < VR; v++)                                  \
+                vv[v] = _mm512_loadu_ps(vf + (j - j0) * 16 * VR + 16 * v);                         \
             const float *p = pt + j * ATTN_TR + i0;                                                \
-            for (int i = 0; i < RB; i++) {                                                         \
+            _Pragma("GCC unroll 24") for (int i = 0; i < RB; i++) {                                \
                 if (i >= nr || (j >= npmin && j >= np[i0 + i]))                                    \
                     continue;                                                                      \
                 const __m512 pb = _mm512_set1_ps(p[i]);                                            \
-                for (int v = 0; v < VR; v++)                                                       \
+                _Pragma("GCC unroll 16") for (int v = 0; v < VR; v++)                              \
                     acc[i][v] = _mm512_fmadd_ps(pb, vv[v], acc[i][v]);                             \
             }                                                                                      \
         }                                                                                          \
@@ -778,8 +782,16 @@ ATTN_PV(1, 13)
 ATTN_PV(1, 14)
 ATTN_PV(1, 15)
 ATTN_PV(1, 16)
-typedef void (*attn_pv_fn)(const float *, const uint16_t *, long, const int32_t *, int, int,
-                           float *const *);
+/* n cache rows of hd F16 values, kvw apart, as floats hd apart. */
+AVX512_ATTN static void attn_rows_f32(const uint16_t *V, long kvw, long n, long hd, float *out)
+{
+    for (long j = 0; j < n; j++)
+        for (long d = 0; d < hd; d += 16)
+            _mm512_storeu_ps(out + j * hd + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(V + j * kvw + d))));
+}
+
+typedef void (*attn_pv_fn)(const float *, const float *, long, long, const int32_t *, int, int,
+                           float *const *, bool);
 static const struct {
     int rb;
     attn_pv_fn fn;
@@ -817,8 +829,12 @@ static void attn_tile_unit(const struct op_args *a, const struct attn_tiles *t, 
     attn_tile_softmax(st, npmax, np);
     const uint16_t *V = (const uint16_t *)a->vcache + kvh * hd;
     int vr = (int)(hd / 16), rb = attn_pv_by_vr[vr].rb;
-    for (int i0 = 0; i0 < nr; i0 += rb)
-        attn_pv_by_vr[vr].fn(st, V, kvw, np, i0, nr - i0 < rb ? nr - i0 : rb, orow + i0);
+    for (long j0 = 0; j0 < npmax; j0 += ATTN_VC) { /* the value rows to floats once, into kf */
+        const long jn = npmax - j0 < ATTN_VC ? npmax - j0 : ATTN_VC;
+        attn_rows_f32(V + j0 * kvw, kvw, jn, hd, kf);
+        for (int i0 = 0; i0 < nr; i0 += rb)
+            attn_pv_by_vr[vr].fn(st, kf, j0, jn, np, i0, nr - i0 < rb ? nr - i0 : rb, orow + i0, j0 == 0);
+    }
 }
 #else
 static void attn_tile_unit(const struct op_args *a, const struct attn_tiles *t, long u, float *scr)

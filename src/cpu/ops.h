@@ -14,9 +14,10 @@
 /* Prompt attention in tiles (F16 cache, AVX-512, head sizes a multiple of 16 up to 256): up to
  * ATTN_TR query rows that share a KV head (several tokens' heads) against each cache row read
  * once; its scratch: ATTN_TR x context floats of scores, ATTN_TR x head size of queries and
- * ATTN_TK x head size of keys, a thread. */
+ * ATTN_TK (ATTN_VC) x head size of keys (values) as floats, a thread. */
 #define ATTN_TR 32
 #define ATTN_TK 12
+#define ATTN_VC 64 /* value rows a prompt attention unit converts at a time */
 
 struct pool;
 
