@@ -160,6 +160,34 @@ AVX2 static void dq_bf16_avx2(const void *src, float *y, int64_t nb)
 }
 
 /* F16 activations: the F16C conversion rounds to nearest even, as ggml's does. */
+/* Q8_0 activations as the reference converts them (quant_ref.c q8_block): amax over the block,
+ * q = the nearest integer to x * (127 / amax), ties to even (the default rounding of
+ * cvtps2dq), saturated to int8, d = amax / 127 in fp16: the same bytes. */
+AVX2 static void act_q8_0_avx2(const float *x, void *dst, int64_t n)
+{
+    block_q8_0 *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        __m256 v[4], m;
+        for (int k = 0; k < 4; k++)
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+        m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                          _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float amax = _mm_cvtss_f32(h);
+        const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+        const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *)y[i].qs, _mm256_permutevar8x32_epi32(b, perm));
+        y[i].d = f32_to_fp16(amax / 127.f);
+    }
+}
+
 AVX2 static void act_f16_avx2(const float *x, void *dst, int64_t n)
 {
     uint16_t *y = dst;
@@ -789,6 +817,20 @@ AVX512 static float dot_q5_k_avx512(int64_t n, const void *w, const void *a)
  * a tie) sets iscale = -127 / max, q = min(127, round-half-even(iscale x)), d = 1 / iscale,
  * and the sums of each 16. The rounding instruction under the default rounding mode is ggml's
  * nearest_int for these magnitudes, so the bytes are the reference's. */
+/* act_q8_0_avx2 over 16 lanes: the same bytes. */
+AVX512 static void act_q8_0_avx512(const float *x, void *dst, int64_t n)
+{
+    block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+        const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(a, id))));
+        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(b, id))));
+        y[i].d = f32_to_fp16(amax / 127.f);
+    }
+}
+
 AVX512 static void act_q8_k_avx512(const float *x, void *dst, int64_t n)
 {
     block_q8_K *y = dst;
@@ -1077,7 +1119,7 @@ static void pact_q8_0(const float *x, void *dst, int64_t n)
     for (int64_t i = 0; i < nb; i += 2) {
         block_q8_0 b[2];
         memset(b, 0, sizeof b);
-        qk_ref[GGML_TYPE_Q8_0].act(x + i * QK8_0, b, i + 1 < nb ? 2 * QK8_0 : QK8_0);
+        act_q8_0_avx2(x + i * QK8_0, b, i + 1 < nb ? 2 * QK8_0 : QK8_0);
         struct pact_q8_0x2 *o = &p[i / 2];
         for (int h = 0; h < 2; h++) {
             const float d = h == 1 && i + 1 >= nb ? 0.0f : fp16_to_f32(b[h].d);
@@ -1410,7 +1452,7 @@ static void pact_q8_0_amx(const float *x, void *dst, int64_t n)
     uint8_t *o = dst; /* this column's slot of its group: 4 bytes apart from its neighbours */
     for (int64_t i = 0; i < n / QK8_0; i++, o += AMX_BLOCK_BYTES) {
         block_q8_0 b;
-        qk_ref[GGML_TYPE_Q8_0].act(x + i * QK8_0, &b, QK8_0);
+        act_q8_0_avx512(x + i * QK8_0, &b, QK8_0);
         for (int r = 0; r < 8; r++)
             memcpy(o + 64 * r, b.qs + 4 * r, 4);
         const float d = fp16_to_f32(b.d);
@@ -1871,6 +1913,7 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     k[GGML_TYPE_F16].dot = dot_f16_avx2;
     k[GGML_TYPE_F16].dequant = dq_f16_avx2;
     k[GGML_TYPE_F16].act = act_f16_avx2;
+    k[GGML_TYPE_Q8_0].act = act_q8_0_avx2;
     k[GGML_TYPE_BF16].dot = dot_bf16_avx2;
     k[GGML_TYPE_BF16].dequant = dq_bf16_avx2;
     k[GGML_TYPE_Q8_0].dot = dot_q8_0_avx2;
@@ -1901,6 +1944,7 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     /* the AVX-512 dot products add in another order than the AVX2 tiles */
     k[GGML_TYPE_Q8_0].ptile = k[GGML_TYPE_Q4_0].ptile = NULL;
     k[GGML_TYPE_Q8_K].act = act_q8_k_avx512;
+    k[GGML_TYPE_Q8_0].act = act_q8_0_avx512;
     k[GGML_TYPE_Q4_K].dot = dot_q4_k_avx512;
     k[GGML_TYPE_Q6_K].dot = dot_q6_k_avx512;
     k[GGML_TYPE_Q4_K].tile = tile_q4_k_avx512;
