@@ -1485,7 +1485,7 @@ AMX static Q_ALWAYS_INLINE void amx_scale_add(__m512 acc[16], const int32_t *cb,
 }
 
 /* Columns a Q8_0 / Q4_0 / Q5_0 call takes, and blocks of rows unpacked at a time. */
-#define AMX_B_COLS 128
+#define AMX_B_COLS 256
 #define AMX_B_CHUNK 64
 
 /* Blocks of 16 weight rows as int8 levels, a tile of 16 rows of 32 bytes each, and their
@@ -1843,7 +1843,7 @@ AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t
     }
 }
 
-#define AMX_K_COLS 128 /* columns a call takes: the unpacked levels serve 8 groups */
+#define AMX_K_COLS 256 /* columns a call takes: the unpacked levels serve 8 groups */
 
 AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a,
                                             size_t as, int nc, float *y, size_t ldy, const int kind)
