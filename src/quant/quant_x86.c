@@ -1843,7 +1843,7 @@ AMX static Q_ALWAYS_INLINE void amx_k_rows(int64_t nsb, const uint8_t *w, size_t
     }
 }
 
-#define AMX_K_COLS 256 /* columns a call takes: the unpacked levels serve 8 groups */
+#define AMX_K_COLS 256 /* columns a call takes: the unpacked levels serve 16 groups */
 
 AMX static Q_ALWAYS_INLINE void ptile_k_amx(int64_t n, const void *w, size_t ws, int nr, const void *a,
                                             size_t as, int nc, float *y, size_t ldy, const int kind)
