@@ -436,7 +436,7 @@ TEST(simd_levels_tiles)
     unsigned long long s = test_seed();
     qk_ref_init();
     static struct qkernels tab[GGML_TYPE_COUNT];
-    const int64_t ks[] = {96, 160, 200, 512}, rows = 37, max_nc = 40;
+    const int64_t ks[] = {96, 160, 200, 512, 2304}, rows = 37, max_nc = 40;
     const int ncs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 16, 17, 33, 40};
     int levels = 0;
     for (int level = QK_X86_AVX2; level <= QK_X86_AMX; level++) {
