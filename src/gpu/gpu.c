@@ -518,8 +518,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         int q8p = env_int("BRASA_GPU_MVD_Q8P", 0); /* (measurement: Q8_0 pieces of 16 bytes) */
         if (dec == 1 && q8p == 16 && wtype == T_Q8_0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"Q8P", 16};
-        /* (measurement: Q4_K / Q6_K pieces of 32 bytes) */
-        int k64 = env_int(wtype == T_Q4_K ? "BRASA_GPU_MVD_K64" : "BRASA_GPU_MVD_Q6P", 0);
+        /* Q4_K / Q6_K pieces of 32 bytes, half as many in flight (measurement: =1 as many, =0
+         * pieces of 16 bytes) */
+        int k64 = env_int(wtype == T_Q4_K ? "BRASA_GPU_MVD_K64" : "BRASA_GPU_MVD_Q6P", 2);
         if (dec == 1 && k64 && (wtype == T_Q4_K || wtype == T_Q6_K) &&
             v[k].n_defs < GV_MAX_DEFS) {
             v[k].defs[v[k].n_defs++] = (struct jit_def){"KP", 64};
@@ -1220,11 +1221,11 @@ static brasa_status plan_matmul(struct pb *b, int i)
          * ks lanes */
         int pe = w->type == T_F16 || w->type == T_BF16 ? 8 : w->type == T_F32 ? 4 : 32;
         if (w->type == T_Q8_0 &&
-            (env_int("BRASA_GPU_MVD_Q8P", 0) == 16 || env_int("BRASA_GPU_MVD_Q8KS", 0)))
-            pe = 16; /* (measurement) */
-        if ((w->type == T_Q4_K && env_int("BRASA_GPU_MVD_K64", 0)) ||
-            (w->type == T_Q6_K && env_int("BRASA_GPU_MVD_Q6P", 0)))
-            pe = 64; /* (measurement) */
+            (env_int("BRASA_GPU_MVD_Q8P", 0) == 16 || env_int("BRASA_GPU_MVD_Q8KS", 1)))
+            pe = 16; /* the k split decided on 16-byte pieces (measurement: Q8KS=0, on 32) */
+        if ((w->type == T_Q4_K && env_int("BRASA_GPU_MVD_K64", 2)) ||
+            (w->type == T_Q6_K && env_int("BRASA_GPU_MVD_Q6P", 2)))
+            pe = 64;
         long pieces = k / pe;
         int nr = mvd_rows(b, glu, nm, r, k, w->type), nout = glu ? nr / 2 : nr;
         long groups = (tot + nout - 1) / nout;
