@@ -316,6 +316,21 @@ TEST(vec_dot_vs_float64)
     free(x);
 }
 
+/* The tile quant_matmul takes for nc columns (tile1 for one, where a type has it; else the
+ * tile; else a dot product a pair). */
+static void tile_as_matmul(const struct qkernels *kw, int64_t n, const uint8_t *w, size_t ws,
+                           int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ldy)
+{
+    if (nc == 1 && kw->tile1)
+        kw->tile1(n, w, ws, nr, a, as, nc, y, ldy);
+    else if (kw->tile)
+        kw->tile(n, w, ws, nr, a, as, nc, y, ldy);
+    else
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++)
+                y[(size_t)c * ldy + r] = kw->dot(n, w + r * ws, a + c * as);
+}
+
 /* The VNNI dot products of Q5_0 and Q4_0 keep the levels unsigned and subtract 16 (8) times
  * the activation's sum: the same integers, scaled the same way, so every level above gives the
  * result of the level they replace bit for bit (Q5_0: AVX2's; Q4_0: AVX-512's, dot product and
@@ -359,11 +374,11 @@ TEST(b32_dot_levels_agree)
                 float r0 = base[t].dot(n, w, a), r1 = tab[t].dot(n, w, a);
                 CHECKF(memcmp(&r0, &r1, sizeof r0) == 0, "%s level %d rep %d: %.9g against %.9g",
                        qtype_get(t)->name, level, rep, r1, r0);
-                if (base[t].tile && tab[t].tile) { /* one row against 1-4 columns */
+                { /* one row against 1-4 columns, through the tile each count takes */
                     for (int nc = 1; nc <= 4; nc++) {
                         float y0[4], y1[4];
-                        base[t].tile(n, w, 0, 1, a, ab, nc, y0, 1);
-                        tab[t].tile(n, w, 0, 1, a, ab, nc, y1, 1);
+                        tile_as_matmul(&base[t], n, w, 0, 1, a, ab, nc, y0, 1);
+                        tile_as_matmul(&tab[t], n, w, 0, 1, a, ab, nc, y1, 1);
                         CHECKF(memcmp(y0, y1, sizeof(float) * (size_t)nc) == 0,
                                "%s level %d tile of %d columns differs", qtype_get(t)->name,
                                level, nc);
@@ -475,7 +490,7 @@ TEST(simd_levels_tiles)
         for (size_t ti = 0; ti < N_WTYPES; ti++) {
             uint32_t t = weight_types[ti], at = qtype_get(t)->vec_dot_type;
             const struct qkernels *kw = &tab[t];
-            if (!kw->tile && !kw->ptile)
+            if (!kw->tile && !kw->ptile && !kw->tile1)
                 continue;
             for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
                 int64_t k = ks[ki];
@@ -499,16 +514,16 @@ TEST(simd_levels_tiles)
                 int differs = 0, off = 0;
                 for (int nr = 1; nr <= rows; nr += 4)
                     for (size_t ni = 0; ni < sizeof ncs / sizeof ncs[0]; ni++)
-                        for (int pass = 0; pass < 2; pass++) {
+                        for (int pass = 0; pass < 3; pass++) { /* tile, ptile, tile1 */
                             const int nc = ncs[ni];
-                            qk_dot_tile_fn f = pass ? kw->ptile : kw->tile;
-                            if (!f || nc > (pass && kw->pcols ? kw->pcols : 8))
+                            qk_dot_tile_fn f = pass == 0 ? kw->tile : pass == 1 ? kw->ptile : kw->tile1;
+                            if (!f || nc > (pass == 1 && kw->pcols ? kw->pcols : 8) || (pass == 2 && nc != 1))
                                 continue;
-                            f(k, W, rb, nr, pass ? P : A, pass ? pb : ab, nc, Y, (size_t)rows);
+                            f(k, W, rb, nr, pass == 1 ? P : A, pass == 1 ? pb : ab, nc, Y, (size_t)rows);
                             for (int c = 0; c < nc; c++)
                                 for (int r = 0; r < nr; r++) {
                                     float d = kw->dot(k, W + r * rb, A + c * ab);
-                                    if (pass && kw->pinexact) {
+                                    if (pass == 1 && kw->pinexact) {
                                         double as, ref = ref_dot(t, W + r * rb, A + c * ab, k, &as);
                                         /* another order of the same sums: rounding, at most ~1e-6 of the sum of |terms| */
                                         off += fabs(Y[c * rows + r] - d) > 1e-5 * fmax(fabs(ref), 0.1 * as);

@@ -225,6 +225,8 @@ static void mm_rows(void *arg, int ith, int nth)
             float *y = j->Y + (size_t)c * (size_t)j->n_rows + r;
             if (j->prep)
                 kw->ptile(j->k, w, j->w_stride, nr, a, j->a_stride, nc, y, (size_t)j->n_rows);
+            else if (nc == 1 && kw->tile1)
+                kw->tile1(j->k, w, j->w_stride, nr, a, j->a_stride, nc, y, (size_t)j->n_rows);
             else if (kw->tile)
                 kw->tile(j->k, w, j->w_stride, nr, a, j->a_stride, nc, y, (size_t)j->n_rows);
             else

@@ -25,6 +25,7 @@ struct qkernels {
     qk_dot_fn dot;
     qk_act_fn act; /* only for the types that are some format's vec_dot_type */
     qk_dot_tile_fn tile; /* optional */
+    qk_dot_tile_fn tile1; /* optional: the tile for one column (decode), where that is another */
     /* Optional, for prompt batches: a tile that reads its activations in a layout of its own,
      * which pact writes from floats (pact_bytes(n) bytes a row of n). The values are those of
      * act, only laid out for the tile; ptile gives exactly what dot gives unless pinexact. With

@@ -1263,13 +1263,12 @@ VNNI static Q_ALWAYS_INLINE void q8_0_rows_vnni(int64_t n, const uint8_t *w, siz
         y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-VNNI static void tile_q8_0_vnni_dec(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
-                                    float *y, size_t ldy)
+/* Decode (one column) of Q8_0 weights with VNNI, two rows at a time (the tile1 of the type's
+ * kernels: columns of a prompt take tile_q8_0_avx512). */
+VNNI static void dec_q8_0_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
+                               float *y, size_t ldy)
 {
-    if (nc != 1) {
-        tile_q8_0_avx512(n, w, ws, nr, a, as, nc, y, ldy);
-        return;
-    }
+    (void)as, (void)nc, (void)ldy;
     int r = 0;
     for (; r + 2 <= nr; r += 2)
         q8_0_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 2, a, y + r);
@@ -1339,26 +1338,19 @@ VNNI static Q_ALWAYS_INLINE void b32_col_vnni(int64_t n, const void *w, size_t w
         b32_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r, q5);
 }
 
-VNNI static void tile_q4_0_vnni_dec(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
-                                    float *y, size_t ldy)
+/* Decode (one column) of Q4_0 and Q5_0 weights with VNNI (tile1: the columns of a prompt take
+ * the types' tiles, or their dot products) */
+VNNI static void dec_q4_0_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
+                               float *y, size_t ldy)
 {
-    if (nc == 1)
-        b32_col_vnni(n, w, ws, nr, a, y, 0);
-    else
-        tile_q4_0_vnni(n, w, ws, nr, a, as, nc, y, ldy);
+    (void)as, (void)nc, (void)ldy;
+    b32_col_vnni(n, w, ws, nr, a, y, 0);
 }
-
-/* Q5_0 with VNNI: one column as above, more a (row, column) pair at a time. */
-VNNI static void tile_q5_0_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
-                                float *y, size_t ldy)
+VNNI static void dec_q5_0_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
+                               float *y, size_t ldy)
 {
-    if (nc == 1) {
-        b32_col_vnni(n, w, ws, nr, a, y, 1);
-        return;
-    }
-    for (int r = 0; r < nr; r++)
-        for (int c = 0; c < nc; c++)
-            y[(size_t)c * ldy + r] = dot_q5_0_vnni(n, (const uint8_t *)w + (size_t)r * ws, (const uint8_t *)a + (size_t)c * as);
+    (void)as, (void)nc, (void)ldy;
+    b32_col_vnni(n, w, ws, nr, a, y, 1);
 }
 
 /* R (<= 2) weight rows against C (<= 8) prepared activation columns (q4: Q4_0 weights, else
@@ -2098,9 +2090,10 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     k[GGML_TYPE_Q4_0].ptile = ptile_q4_0_vnni;
     k[GGML_TYPE_Q5_0].dot = dot_q5_0_vnni;
     k[GGML_TYPE_Q4_0].dot = dot_q4_0_vnni;
-    k[GGML_TYPE_Q4_0].tile = tile_q4_0_vnni_dec;
-    k[GGML_TYPE_Q5_0].tile = tile_q5_0_vnni;
-    k[GGML_TYPE_Q8_0].tile = tile_q8_0_vnni_dec;
+    k[GGML_TYPE_Q4_0].tile = tile_q4_0_vnni;
+    k[GGML_TYPE_Q4_0].tile1 = dec_q4_0_vnni;
+    k[GGML_TYPE_Q5_0].tile1 = dec_q5_0_vnni;
+    k[GGML_TYPE_Q8_0].tile1 = dec_q8_0_vnni;
 #if HAVE_AMX
     if (max_level >= QK_X86_AMX && amx_usable()) {
         static const struct {
