@@ -470,6 +470,30 @@ static bool allow_smem(struct gpu *g, CUfunction fn, size_t shm)
                                     (int)shm) == 0);
 }
 
+/* The elements of a lane's piece in the decode product (mvd.cu KP): Q4_K and Q6_K in groups of
+ * 2 rows take pieces of 32 bytes (a pair of sub-blocks with one pair of scales; Q6_K: the two
+ * quarters that share their qh bytes), half as many in flight as pieces of 16 (tg128 +0.6-3%
+ * on 1.5B Q4_K_M, BENCHMARKS.md); BRASA_GPU_MVD_K64=0 / BRASA_GPU_MVD_Q6P=0 give pieces of 16
+ * (measurement). The other types: 32. */
+static int mvd_kp(uint32_t type, int nr)
+{
+    if (nr == 2 && type == T_Q4_K)
+        return env_int("BRASA_GPU_MVD_K64", 1) ? 64 : 32;
+    if (nr == 2 && type == T_Q6_K)
+        return env_int("BRASA_GPU_MVD_Q6P", 1) ? 64 : 32;
+    return 32;
+}
+
+/* The elements of the pieces on which the decode product's k split is decided (plan_matmul):
+ * a lane's piece, but 16 for Q8_0, whose pieces are whole blocks of 32: deciding on those left
+ * the 1.5B launches of k = 1,536 unsplit with half the lanes a piece short (tg128 -0.6-1%,
+ * BENCHMARKS.md). */
+static int mvd_split_pe(uint32_t type, int nr)
+{
+    return type == T_F16 || type == T_BF16 ? 8 : type == T_F32 ? 4 : type == T_Q8_0 ? 16
+                                                                      : mvd_kp(type, nr);
+}
+
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
@@ -486,7 +510,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
-             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, v, 6)
+             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
     if (nv == 0)
@@ -515,19 +539,6 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         int rl = env_int("BRASA_GPU_MVD_RL", -1); /* (measurement) */
         if (dec == 1 && rp && rl >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"RL", rl};
-        int q8p = env_int("BRASA_GPU_MVD_Q8P", 0); /* (measurement: Q8_0 pieces of 16 bytes) */
-        if (dec == 1 && q8p == 16 && wtype == T_Q8_0 && v[k].n_defs < GV_MAX_DEFS)
-            v[k].defs[v[k].n_defs++] = (struct jit_def){"Q8P", 16};
-        /* Q4_K / Q6_K pieces of 32 bytes, half as many in flight (measurement: =1 as many, =0
-         * pieces of 16 bytes) */
-        int k64 = env_int(wtype == T_Q4_K ? "BRASA_GPU_MVD_K64" : "BRASA_GPU_MVD_Q6P", 2);
-        if (dec == 1 && k64 && (wtype == T_Q4_K || wtype == T_Q6_K) &&
-            v[k].n_defs < GV_MAX_DEFS) {
-            v[k].defs[v[k].n_defs++] = (struct jit_def){"KP", 64};
-            for (int d = 0; k64 == 2 && d < v[k].n_defs; d++) /* 2: half the pieces in flight */
-                if (!strcmp(v[k].defs[d].name, "U") && v[k].defs[d].value > 1)
-                    v[k].defs[d].value /= 2;
-        }
         int ef = env_int("BRASA_GPU_MVD_EF", -1); /* (measurement: the weights' loads) */
         if (dec == 1 && ef >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"EF", ef};
@@ -1219,15 +1230,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
     if (T == 1 && b->s->mvd) {
         /* decode (mvd.cu): rows of 16-byte pieces (Q8_0: 32), a group of weight rows per 32 x
          * ks lanes */
-        int pe = w->type == T_F16 || w->type == T_BF16 ? 8 : w->type == T_F32 ? 4 : 32;
-        if (w->type == T_Q8_0 &&
-            (env_int("BRASA_GPU_MVD_Q8P", 0) == 16 || env_int("BRASA_GPU_MVD_Q8KS", 1)))
-            pe = 16; /* the k split decided on 16-byte pieces (measurement: Q8KS=0, on 32) */
-        if ((w->type == T_Q4_K && env_int("BRASA_GPU_MVD_K64", 2)) ||
-            (w->type == T_Q6_K && env_int("BRASA_GPU_MVD_Q6P", 2)))
-            pe = 64;
-        long pieces = k / pe;
         int nr = mvd_rows(b, glu, nm, r, k, w->type), nout = glu ? nr / 2 : nr;
+        int pe = mvd_split_pe(w->type, nr);
+        long pieces = k / pe;
         long groups = (tot + nout - 1) / nout;
         /* ks warps share a group (split along k) while the launch has fewer than wm warps
          * per SM and every lane still gets a piece. Fewer, longer warps pay where there are

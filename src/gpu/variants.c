@@ -8,14 +8,15 @@ const unsigned gpu_matvec_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_B
                                      GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
 const int gpu_n_matvec_types = (int)(sizeof gpu_matvec_types / sizeof gpu_matvec_types[0]);
 
-/* Sets each candidate's n_defs to the defines it names (so a list can never leave one out),
- * returns n. */
+/* Packs each candidate's defines (an entry without a name is one left out) and sets n_defs
+ * to their count (so a list can never leave one out), returns n. */
 static int counted(struct gpu_variant *v, int n)
 {
     for (int i = 0; i < n; i++) {
         int d = 0;
-        while (d < GV_MAX_DEFS && v[i].defs[d].name)
-            d++;
+        for (int j = 0; j < GV_MAX_DEFS; j++)
+            if (v[i].defs[j].name)
+                v[i].defs[d++] = v[i].defs[j];
         v[i].n_defs = d;
     }
     return n;
@@ -44,23 +45,26 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
 
 int gpu_mvd_xc(unsigned wtype) { return wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_0; }
 
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp,
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, int kp,
                      struct gpu_variant *out, int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
     if (!known || cap < 2 || (nr != 1 && nr != 2 && nr != 4) || (glu && nr < 2) ||
-        (ks != 1 && ks != 2 && ks != 4) || (rp && glu))
+        (ks != 1 && ks != 2 && ks != 4) || (rp && glu) ||
+        (kp != 32 && (kp != 64 || (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q6_K))))
         return 0;
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
      * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps),
-     * then (Q6_K's AL rounds, Q8_0's 32-byte pieces, Q4_K's with BRASA_GPU_MVD_K64) at 102
+     * then (Q6_K's AL rounds, Q8_0's 32-byte pieces, Q4_K's of 32 bytes) at 102
      * registers, 20 warps: Q8_0's converting products spill 16 bytes at 80, and take 20 warps
      * without (7B +1.5%).
      * Blocks of 4 warps; xc: one block per SM, which converts the activation itself; AL:
      * a round's activation loads go out together (7B Q4_K_M +2-5%; Q8_0 / Q4_0 lost 1-1.5%,
-     * Q5_K would spill, the float types are not measured; BENCHMARKS.md) */
+     * Q5_K would spill, the float types are not measured; BENCHMARKS.md); kp 64: half the
+     * pieces in flight, each twice the bytes (the same as many with pieces of 32 bytes lost
+     * 7% on 1.5B Q4_K_M, BENCHMARKS.md) */
     int q5 = wtype == GGML_TYPE_Q5_K;
     int nv = 2 + ((wtype == GGML_TYPE_Q6_K || wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_K) &&
                   cap > 2);
@@ -70,13 +74,14 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp,
                                       .defs = {{"QT", (long)wtype},
                                                {"NW", !xc ? 4 : !v ? 32 : q5 || v == 2 ? 20 : 24},
                                                {"NR", nr},
-                                               {"U", 4 / nr},
+                                               {"U", kp == 64 && nr < 4 ? 2 / nr : 4 / nr},
                                                {"KS", ks},
                                                {"GLU", glu},
                                                {"MB", xc ? 1 : !v ? 8 : q5 || v == 2 ? 5 : 6},
                                                {"XC", xc != 0},
                                                {"AL", al},
-                                               {rp ? "RP" : NULL, 1}}};
+                                               {rp ? "RP" : NULL, 1},
+                                               {kp == 64 ? "KP" : NULL, 64}}};
     return counted(out, nv);
 }
 
@@ -146,7 +151,7 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
      * cache writes (RP: 2 rows, not gate+up) or not, and 1 or 4 rows with 1 warp
      * (BRASA_GPU_MVD_NR) */
     for (int i = 0; i < gpu_n_matvec_types; i++) {
-        /* Q4_K and Q6_K also in pieces of 32 bytes (KP 64: BRASA_GPU_MVD_K64 / _Q6P; rows of 2) */
+        /* Q4_K and Q6_K also in pieces of 32 bytes (KP 64, their default for rows of 2) */
         const unsigned t = gpu_matvec_types[i];
         const int kmax = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K ? 64 : 32;
         for (int glu = 0; glu < 2; glu++)
@@ -154,14 +159,9 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                 for (int ks = 1; ks <= (nr == 2 ? 4 : 1); ks *= 2)
                     for (int xc = 0; xc <= (nr == 2 && gpu_mvd_xc(t)); xc++)
                         for (int rp = 0; rp <= (nr == 2 && !glu); rp++)
-                            for (int kp = 32; kp <= (nr == 2 ? kmax : 32); kp += 32) {
-                                int m = gpu_mvd_variants(t, glu, nr, ks, xc, rp, out + n, cap - n);
-                                for (int j = 0; kp == 64 && j < m; j++)
-                                    if (out[n + j].n_defs < GV_MAX_DEFS)
-                                        out[n + j].defs[out[n + j].n_defs++] =
-                                            (struct jit_def){"KP", 64};
-                                n += m;
-                            }
+                            for (int kp = 32; kp <= (nr == 2 ? kmax : 32); kp += 32)
+                                n += gpu_mvd_variants(t, glu, nr, ks, xc, rp, kp, out + n,
+                                                      cap - n);
     }
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)

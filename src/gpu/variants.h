@@ -20,9 +20,10 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
 /* Candidates for the decode product (mvd.cu) of weight type wtype, plain or gate+up (glu),
  * nr weight rows per lane group (1, 2 or 4; at least 2 with glu) and ks warps per group (1, 2
  * or 4); xc: blocks (one per SM) that convert the activation themselves (mvd.cu XC); rp: the
- * RoPE and KV-cache writes in the epilogue (mvd.cu RP; not with glu); returns their count (0:
- * no such kernel). */
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp,
+ * RoPE and KV-cache writes in the epilogue (mvd.cu RP; not with glu); kp: the elements of a
+ * lane's piece, 32, or 64 for Q4_K and Q6_K (pieces of 32 bytes, half as many in flight);
+ * returns their count (0: no such kernel). */
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, int kp,
                      struct gpu_variant *out, int cap);
 /* Whether decode products of weight type wtype convert their own activation (mvd.cu XC). */
 int gpu_mvd_xc(unsigned wtype);

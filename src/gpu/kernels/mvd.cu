@@ -67,20 +67,16 @@
 #ifndef RL
 #define RL 1
 #endif
-#ifndef Q8P
-#define Q8P 32
-#endif
-#define Q8W (QT == T_Q8_0 && Q8P == 32)
 #ifndef KP
 #define KP 32
 #endif
-// (measurement, KP 64: Q4_K pieces of 32 bytes, a pair of sub-blocks with one pair of scales,
-// as Q8_0's whole-block pieces)
+// KP 64 (the host's choice for rows of 2): Q4_K pieces of 32 bytes, a pair of sub-blocks with
+// one pair of scales, as Q8_0's whole-block pieces
 #define K64 (QT == T_Q4_K && KP == 64)
-// (measurement, KP 64 for Q6_K: pieces of 32 bytes of ql, the two quarters that share qh
-// bytes, with their 32 qh bytes, four scales and one d)
+// KP 64 for Q6_K: pieces of 32 bytes of ql, the two quarters that share qh bytes, with their 32
+// qh bytes, four scales and one d
 #define Q664 (QT == T_Q6_K && KP == 64)
-#define P2 (Q8W || K64 || Q664) // pieces of 32 bytes: two 16-byte loads
+#define P2 (QT == T_Q8_0 || K64 || Q664) // pieces of 32 bytes: two 16-byte loads
 #if RP && GLU
 #error "RP: not with GLU"
 #endif
@@ -98,9 +94,6 @@
 #elif QT == T_Q4_K || QT == T_Q5_K || QT == T_Q6_K
 #define PE 32 // elements per piece
 #define BE 256 // elements per block
-#elif QT == T_Q8_0 && Q8P == 16
-#define PE 16 // (measurement: pieces of half a block)
-#define BE 32
 #elif QT == T_Q4_0 || QT == T_Q8_0
 #define PE 32
 #define BE 32
@@ -395,9 +388,7 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 #else
 #if QT == T_Q8_0
     int s = dot16(p.q.x, p.q.y, p.q.z, p.q.w, a.a0);
-#if Q8W
     s = dot16(p.q2.x, p.q2.y, p.q2.z, p.q2.w, a.a1, s);
-#endif
     return a.d * h2f(p.d) * (float)s;
 #elif QT == T_Q4_0
     // sum (q - 8) a = sum q a - 8 sum a, the second term the activation's (a.o0), so the
