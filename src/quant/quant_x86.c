@@ -103,40 +103,35 @@ AVX2 static inline __m256 ld_bf16(const uint16_t *p)
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
-AVX2 static float dot_f16_avx2(int64_t n, const void *w, const void *a)
+/* F16 (bf: BF16) rows: four accumulators of 8 over 32 values a step, then the scalar tail */
+AVX2 static Q_ALWAYS_INLINE float dot_h16_avx2(int64_t n, const uint16_t *x, const uint16_t *y,
+                                              const int bf)
 {
-    const uint16_t *x = w, *y = a;
+#define LD(p) (bf ? ld_bf16(p) : ld_f16(p))
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         PF(x + i, 64);
-        s0 = _mm256_fmadd_ps(ld_f16(x + i), ld_f16(y + i), s0);
-        s1 = _mm256_fmadd_ps(ld_f16(x + i + 8), ld_f16(y + i + 8), s1);
-        s2 = _mm256_fmadd_ps(ld_f16(x + i + 16), ld_f16(y + i + 16), s2);
-        s3 = _mm256_fmadd_ps(ld_f16(x + i + 24), ld_f16(y + i + 24), s3);
+        s0 = _mm256_fmadd_ps(LD(x + i), LD(y + i), s0);
+        s1 = _mm256_fmadd_ps(LD(x + i + 8), LD(y + i + 8), s1);
+        s2 = _mm256_fmadd_ps(LD(x + i + 16), LD(y + i + 16), s2);
+        s3 = _mm256_fmadd_ps(LD(x + i + 24), LD(y + i + 24), s3);
     }
+#undef LD
     float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     for (; i < n; i++)
-        s += h2f(x[i]) * h2f(y[i]);
+        s += bf ? bf16_to_f32(x[i]) * bf16_to_f32(y[i]) : h2f(x[i]) * h2f(y[i]);
     return s;
+}
+
+AVX2 static float dot_f16_avx2(int64_t n, const void *w, const void *a)
+{
+    return dot_h16_avx2(n, w, a, 0);
 }
 
 AVX2 static float dot_bf16_avx2(int64_t n, const void *w, const void *a)
 {
-    const uint16_t *x = w, *y = a;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        PF(x + i, 64);
-        s0 = _mm256_fmadd_ps(ld_bf16(x + i), ld_bf16(y + i), s0);
-        s1 = _mm256_fmadd_ps(ld_bf16(x + i + 8), ld_bf16(y + i + 8), s1);
-        s2 = _mm256_fmadd_ps(ld_bf16(x + i + 16), ld_bf16(y + i + 16), s2);
-        s3 = _mm256_fmadd_ps(ld_bf16(x + i + 24), ld_bf16(y + i + 24), s3);
-    }
-    float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++)
-        s += bf16_to_f32(x[i]) * bf16_to_f32(y[i]);
-    return s;
+    return dot_h16_avx2(n, w, a, 1);
 }
 
 AVX2 static void dq_f16_avx2(const void *src, float *y, int64_t nb)
