@@ -157,4 +157,42 @@ TEST(render_defines_first)
     CHECK(jit_render("nope.cu", defs, 0, &src, &err) == BRASA_ENOTFOUND);
 }
 
-TEST_MAIN(T(compile_every_variant), T(compile_with_timeline), T(render_defines_first))
+/* The decode product's piece size: pieces of 64 values (KP 64) only for Q4_K and Q6_K, with half
+ * as many in flight as pieces of 32 (U halved); the defines the runtime and this compile test
+ * render come from gpu_mvd_variants alone. */
+static long def_of(const struct gpu_variant *v, const char *name)
+{
+    for (int d = 0; d < v->n_defs; d++)
+        if (!strcmp(v->defs[d].name, name))
+            return v->defs[d].value;
+    return -1;
+}
+
+TEST(mvd_piece_defines)
+{
+    struct gpu_variant v[6];
+    static const unsigned kt[2] = {12, 14}; /* Q4_K, Q6_K */
+    for (int t = 0; t < 2; t++)
+        for (int nr = 1; nr <= 4; nr *= 2) {
+            int n32 = gpu_mvd_variants(kt[t], 0, nr, 1, 0, 0, 32, v, 6);
+            REQUIRE(n32 > 0);
+            long u32 = def_of(&v[0], "U");
+            CHECK(def_of(&v[0], "KP") == -1);
+            int n64 = gpu_mvd_variants(kt[t], 0, nr, 1, 0, 0, 64, v, 6);
+            CHECKF(n64 == n32, "type %u nr %d: %d variants with pieces of 64, %d with 32", kt[t],
+                   nr, n64, n32);
+            for (int i = 0; i < n64; i++) {
+                CHECK(def_of(&v[i], "KP") == 64);
+                CHECKF(def_of(&v[i], "U") == (u32 > 1 ? u32 / 2 : 1), "type %u nr %d: U %ld", kt[t],
+                       nr, def_of(&v[i], "U"));
+                CHECK(def_of(&v[i], "QT") == (long)kt[t] && def_of(&v[i], "NR") == nr);
+            }
+        }
+    /* the other types have no pieces of 64 */
+    CHECK(gpu_mvd_variants(8, 0, 2, 1, 0, 0, 64, v, 6) == 0);  /* Q8_0 */
+    CHECK(gpu_mvd_variants(13, 0, 2, 1, 0, 0, 64, v, 6) == 0); /* Q5_K */
+    CHECK(gpu_mvd_variants(8, 0, 2, 1, 0, 0, 32, v, 6) > 0);
+}
+
+TEST_MAIN(T(compile_every_variant), T(compile_with_timeline), T(render_defines_first),
+          T(mvd_piece_defines))
