@@ -8,6 +8,7 @@
 
 #include "gpu/drv.h"
 #include "gpu/jit.h"
+#include "gpu/kcache.h"
 #include "gpu/variants.h"
 #include "test.h"
 
@@ -194,5 +195,55 @@ TEST(mvd_piece_defines)
     CHECK(gpu_mvd_variants(8, 0, 2, 1, 0, 0, 32, v, 6) > 0);
 }
 
+/* The disk cache gives back what it stored, and BRASA_GPU_KEEP's files hold a module's
+ * rendered source and its image under the template's name (no GPU needed). */
+static char *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(4096);
+    *n = buf ? fread(buf, 1, 4095, f) : 0;
+    fclose(f);
+    if (buf)
+        buf[*n] = 0;
+    return buf;
+}
+
+TEST(kcache_put_get_and_keep)
+{
+    const char *t = getenv("TMPDIR");
+    char dir[512], sub[600], path[700];
+    snprintf(dir, sizeof dir, "%s/brasa-test-kc-XXXXXX", t && *t ? t : "/tmp");
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(sub, sizeof sub, "%s/a/b", dir); /* folders are made as needed */
+    const unsigned char img[5] = {0x7f, 'E', 'L', 'F', 0};
+    const uint64_t key = kcache_hash(0, "src", 3);
+    size_t n = 0;
+    CHECK(kcache_get(sub, key, &n) == NULL);
+    kcache_put(sub, key, img, sizeof img);
+    void *got = kcache_get(sub, key, &n);
+    REQUIRE(got != NULL);
+    CHECK(n == sizeof img && memcmp(got, img, n) == 0);
+    free(got);
+    kcache_keep(sub, "mvd.cu", key, "#define QT 12\n", img, sizeof img);
+    snprintf(path, sizeof path, "%s/mvd-%016llx.cu", sub, (unsigned long long)key);
+    char *src = read_all(path, &n);
+    CHECKF(src && strcmp(src, "#define QT 12\n") == 0, "%s: %s", path, src ? src : "(missing)");
+    remove(path);
+    free(src);
+    snprintf(path, sizeof path, "%s/mvd-%016llx.cubin", sub, (unsigned long long)key);
+    char *cub = read_all(path, &n);
+    CHECKF(cub && n == sizeof img && memcmp(cub, img, n) == 0, "%s", path);
+    remove(path);
+    free(cub);
+    snprintf(path, sizeof path, "%s/%016llx.cubin", sub, (unsigned long long)key);
+    remove(path);
+    remove(sub);
+    snprintf(path, sizeof path, "%s/a", dir);
+    remove(path);
+    remove(dir);
+}
+
 TEST_MAIN(T(compile_every_variant), T(compile_with_timeline), T(render_defines_first),
-          T(mvd_piece_defines))
+          T(mvd_piece_defines), T(kcache_put_get_and_keep))

@@ -5,10 +5,13 @@
 #   tools/gpu_check.sh profile        (ncu: each kernel of one decode step, one layer's table)
 #   tools/gpu_check.sh timeline       (inside the captured graph: time per kernel name, and
 #                                      one step launch by launch in $OUT/tl_*.txt)
+#   tools/gpu_check.sh sass           (the decode products' machine code: each mvd variant a
+#                                      decode step loads, its defines, registers and the
+#                                      instructions of its loops; sources and SASS in $OUT/kernels)
 #   tools/gpu_check.sh tp             (tensor parallelism: tg128/pp512 with --gpus N for N in
 #                                      GPUS, default 1 2 4 8 up to the GPUs present, against
 #                                      one GPU; FILES default "7b,q4_k_m 32b,q4_k_m")
-# ab, profile, timeline and tp only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m").
+# ab, profile, timeline, sass and tp only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m").
 # Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
@@ -28,7 +31,7 @@ step() { local t0=$SECONDS; "$@"; local rc=$?; echo "   ($((SECONDS - t0)) s, rc
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
   | tee "$out/gpu.txt"
-[ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ] || [ "$mode" = tp ] || step make -s BUILD=$B -j"$J" $B/tests/test_gpu $B/tests/test_gpu_compile $B/bench/bench_gpu \
+[ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ] || [ "$mode" = sass ] || [ "$mode" = tp ] || step make -s BUILD=$B -j"$J" $B/tests/test_gpu $B/tests/test_gpu_compile $B/bench/bench_gpu \
   >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; note "build of tests FAILED"; }
 step make -s BUILD=$B -j"$J" $B/brasa >>"$out/build.log" 2>&1 || note "build of brasa failed (see build.log)"
 
@@ -65,7 +68,7 @@ if [ "$mode" = tp ]; then
   exit 0
 fi
 
-if [ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ]; then
+if [ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ] || [ "$mode" = sass ]; then
   for spec in ${FILES:-7b,q4_k_m 1.5b,q4_k_m}; do
     set -- ${spec/,/ }
     synth "$1" "$2" || continue
@@ -73,6 +76,26 @@ if [ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ]; then
       for cfg in ${AB:-BRASA_GPU_PDL=1}; do
         r=$(env ${cfg//,/ } $B/brasa bench -m "$f" -p 0 -n 128 -r 3 2>&1 | grep tg128 | awk -F'|' '{print $8}')
         note "tg128 $1 $2 [$cfg]: $r"
+      done
+    elif [ "$mode" = sass ]; then
+      # each module the run loads, kept (BRASA_GPU_KEEP) with its rendered source; for mvd, the
+      # defines, and per backward branch (a loop) the instructions from its target to it
+      kd="$out/kernels/$1_$2"
+      rm -rf "$kd"
+      BRASA_GPU_KEEP="$kd" $B/brasa bench -m "$f" -p 0 -n 4 -r 1 >/dev/null 2>&1
+      for c in "$kd"/mvd-*.cubin; do
+        [ -f "$c" ] || continue
+        cuobjdump -sass "$c" >"${c%.cubin}.sass" 2>&1
+        defs=$(grep '^#define' "${c%.cubin}.cu" | awk '{printf "%s=%s ", $2, $3}')
+        loops=$(awk 'function hex(h,  v, i) { v = 0; for (i = 1; i <= length(h); i++)
+              v = v * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1; return v }
+          /\/\*[0-9a-f][0-9a-f][0-9a-f][0-9a-f]+\*\// { s = $0; sub(/^[^\/]*\/\*/, "", s); sub(/\*\/.*/, "", s);
+            pc = hex(s); n++
+            if ($0 ~ / BRA /) for (i = 1; i <= NF; i++) if ($i ~ /^0x[0-9a-f]+/) {
+              t = $i; sub(/^0x/, "", t); sub(/[^0-9a-f].*/, "", t); t = hex(t)
+              if (t < pc) printf "%d ", (pc - t) / 16 + 1 } }
+          END { printf "(%d in all)", n }' "${c%.cubin}.sass")
+        note "sass $1 $2 $(basename "${c%.cubin}"): $defs| loops: $loops"
       done
     elif [ "$mode" = timeline ]; then
       BRASA_GPU_TIMELINE=2 $B/brasa bench -m "$f" -p 0 -n 128 -r 3 >"$out/tl_$1_$2.txt" 2>&1

@@ -360,6 +360,8 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     g->jit.lineinfo = getenv("BRASA_GPU_LINEINFO") != NULL;
     if (!kcache_dir(g->jit.cache_dir, sizeof g->jit.cache_dir))
         g->jit.cache_dir[0] = 0;
+    if ((e = getenv("BRASA_GPU_KEEP")) && *e)
+        snprintf(g->jit.keep_dir, sizeof g->jit.keep_dir, "%s", e);
     size_t budget = 0;
     if ((e = getenv("BRASA_GPU_MEM_MB")) && atol(e) > 0)
         budget = (size_t)atol(e) << 20;

@@ -127,6 +127,8 @@ brasa_status jit_module(struct jit *j, const char *tmpl, const struct jit_def *d
         if (st == BRASA_OK && j->cache_dir[0])
             kcache_put(j->cache_dir, key, img, size);
     }
+    if (st == BRASA_OK && j->keep_dir[0])
+        kcache_keep(j->keep_dir, tmpl, key, src, img, size);
     free(src);
     if (st != BRASA_OK)
         return st;

@@ -18,6 +18,7 @@ struct jit {
     int driver_ver;
     char dev_name[128];
     char cache_dir[1024];  /* "" = no disk cache */
+    char keep_dir[1024];   /* BRASA_GPU_KEEP: each module's source and CUBIN kept here ("": no) */
     bool lineinfo;         /* -lineinfo (for compute-sanitizer reports) */
     bool verbose;
     long long tl;          /* BRASA_GPU_TIMELINE's buffer (device address; 0: none), defined

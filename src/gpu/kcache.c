@@ -66,11 +66,10 @@ void *kcache_get(const char *dir, uint64_t key, size_t *size)
     return buf;
 }
 
-void kcache_put(const char *dir, uint64_t key, const void *data, size_t size)
+/* Writes data to path atomically (a temporary file, then rename); errors are ignored. */
+static void put_file(const char *path, const void *data, size_t size)
 {
-    mkdirs(dir);
-    char path[1200], tmp[1300];
-    snprintf(path, sizeof path, "%s/%016llx.cubin", dir, (unsigned long long)key);
+    char tmp[1300];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f)
@@ -79,4 +78,25 @@ void kcache_put(const char *dir, uint64_t key, const void *data, size_t size)
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, path) != 0)
         unlink(tmp);
+}
+
+void kcache_put(const char *dir, uint64_t key, const void *data, size_t size)
+{
+    mkdirs(dir);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%016llx.cubin", dir, (unsigned long long)key);
+    put_file(path, data, size);
+}
+
+void kcache_keep(const char *dir, const char *tmpl, uint64_t key, const char *src, const void *img,
+                 size_t size)
+{
+    mkdirs(dir);
+    char path[1200];
+    int n = (int)strlen(tmpl); /* "mvd.cu" -> mvd-<key>.cu */
+    n -= n > 3 && !strcmp(tmpl + n - 3, ".cu") ? 3 : 0;
+    snprintf(path, sizeof path, "%s/%.*s-%016llx.cu", dir, n, tmpl, (unsigned long long)key);
+    put_file(path, src, strlen(src));
+    snprintf(path, sizeof path, "%s/%.*s-%016llx.cubin", dir, n, tmpl, (unsigned long long)key);
+    put_file(path, img, size);
 }
