@@ -6,8 +6,8 @@
 #   tools/gpu_check.sh timeline       (inside the captured graph: time per kernel name, and
 #                                      one step launch by launch in $OUT/tl_*.txt)
 #   tools/gpu_check.sh sass           (the decode products' machine code: each mvd variant a
-#                                      decode step loads, its defines, registers and the
-#                                      instructions of its loops; sources and SASS in $OUT/kernels)
+#                                      decode step loads, its defines and the instructions of
+#                                      its loops; sources and SASS in $OUT/kernels)
 #   tools/gpu_check.sh tp             (tensor parallelism: tg128/pp512 with --gpus N for N in
 #                                      GPUS, default 1 2 4 8 up to the GPUs present, against
 #                                      one GPU; FILES default "7b,q4_k_m 32b,q4_k_m")
@@ -31,7 +31,8 @@ step() { local t0=$SECONDS; "$@"; local rc=$?; echo "   ($((SECONDS - t0)) s, rc
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
   | tee "$out/gpu.txt"
-[ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ] || [ "$mode" = sass ] || [ "$mode" = tp ] || step make -s BUILD=$B -j"$J" $B/tests/test_gpu $B/tests/test_gpu_compile $B/bench/bench_gpu \
+case $mode in ab | profile | timeline | sass | tp) lean=1 ;; *) lean=0 ;; esac # brasa alone
+[ $lean = 1 ] || step make -s BUILD=$B -j"$J" $B/tests/test_gpu $B/tests/test_gpu_compile $B/bench/bench_gpu \
   >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; note "build of tests FAILED"; }
 step make -s BUILD=$B -j"$J" $B/brasa >>"$out/build.log" 2>&1 || note "build of brasa failed (see build.log)"
 
@@ -68,7 +69,7 @@ if [ "$mode" = tp ]; then
   exit 0
 fi
 
-if [ "$mode" = ab ] || [ "$mode" = profile ] || [ "$mode" = timeline ] || [ "$mode" = sass ]; then
+if [ $lean = 1 ]; then # (tp has returned above)
   for spec in ${FILES:-7b,q4_k_m 1.5b,q4_k_m}; do
     set -- ${spec/,/ }
     synth "$1" "$2" || continue

@@ -15,8 +15,9 @@ void *kcache_get(const char *dir, uint64_t key, size_t *size);
  * a cache that cannot be written only costs compile time. */
 void kcache_put(const char *dir, uint64_t key, const void *data, size_t size);
 /* For inspection (BRASA_GPU_KEEP=dir): the rendered source and the CUBIN of a module as
- * dir/<template>-<key>.cu and .cubin (the template's name without its .cu), so that a disassembler can be run on exactly what a run
- * loaded, its defines at the top of the source; errors are ignored as kcache_put's. */
+ * dir/<template>-<key>.cu and .cubin (the template's name without its .cu), so that a
+ * disassembler can be run on exactly what a run loaded, its defines at the top of the source;
+ * errors are ignored as kcache_put's. */
 void kcache_keep(const char *dir, const char *tmpl, uint64_t key, const char *src, const void *img,
                  size_t size);
 
