@@ -316,21 +316,6 @@ TEST(vec_dot_vs_float64)
     free(x);
 }
 
-/* The tile quant_matmul takes for nc columns (tile1 for one, where a type has it; else the
- * tile; else a dot product a pair). */
-static void tile_as_matmul(const struct qkernels *kw, int64_t n, const uint8_t *w, size_t ws,
-                           int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ldy)
-{
-    if (nc == 1 && kw->tile1)
-        kw->tile1(n, w, ws, nr, a, as, nc, y, ldy);
-    else if (kw->tile)
-        kw->tile(n, w, ws, nr, a, as, nc, y, ldy);
-    else
-        for (int r = 0; r < nr; r++)
-            for (int c = 0; c < nc; c++)
-                y[(size_t)c * ldy + r] = kw->dot(n, w + r * ws, a + c * as);
-}
-
 /* The VNNI dot products of Q5_0 and Q4_0 keep the levels unsigned and subtract 16 (8) times
  * the activation's sum: the same integers, scaled the same way, so every level above gives the
  * result of the level they replace bit for bit (Q5_0: AVX2's; Q4_0: AVX-512's, dot product and
@@ -377,8 +362,8 @@ TEST(b32_dot_levels_agree)
                 { /* one row against 1-4 columns, through the tile each count takes */
                     for (int nc = 1; nc <= 4; nc++) {
                         float y0[4], y1[4];
-                        tile_as_matmul(&base[t], n, w, 0, 1, a, ab, nc, y0, 1);
-                        tile_as_matmul(&tab[t], n, w, 0, 1, a, ab, nc, y1, 1);
+                        qk_tile(&base[t], n, w, 0, 1, a, ab, nc, y0, 1);
+                        qk_tile(&tab[t], n, w, 0, 1, a, ab, nc, y1, 1);
                         CHECKF(memcmp(y0, y1, sizeof(float) * (size_t)nc) == 0,
                                "%s level %d tile of %d columns differs", qtype_get(t)->name,
                                level, nc);

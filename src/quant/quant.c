@@ -195,13 +195,17 @@ static void mm_convert(void *arg, int ith, int nth)
     simd_clean_upper();
 }
 
-/* Generic tile: every (row, column) pair through the row dot product. */
-static void tile_by_dots(qk_dot_fn dot, int64_t n, const uint8_t *w, size_t ws, int nr,
-                         const uint8_t *a, size_t as, int nc, float *y, size_t ldy)
+void qk_tile(const struct qkernels *kw, int64_t n, const uint8_t *w, size_t ws, int nr,
+             const uint8_t *a, size_t as, int nc, float *y, size_t ldy)
 {
-    for (int r = 0; r < nr; r++)
-        for (int c = 0; c < nc; c++)
-            y[(size_t)c * ldy + r] = dot(n, w + r * ws, a + c * as);
+    if (nc == 1 && kw->tile1)
+        kw->tile1(n, w, ws, nr, a, as, nc, y, ldy);
+    else if (kw->tile)
+        kw->tile(n, w, ws, nr, a, as, nc, y, ldy);
+    else /* every (row, column) pair through the row dot product */
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < nc; c++)
+                y[(size_t)c * ldy + r] = kw->dot(n, w + r * ws, a + c * as);
 }
 
 /* Rows in tiles of MM_TR: a tile of weights stays in cache while every column passes over it,
@@ -225,13 +229,8 @@ static void mm_rows(void *arg, int ith, int nth)
             float *y = j->Y + (size_t)c * (size_t)j->n_rows + r;
             if (j->prep)
                 kw->ptile(j->k, w, j->w_stride, nr, a, j->a_stride, nc, y, (size_t)j->n_rows);
-            else if (nc == 1 && kw->tile1)
-                kw->tile1(j->k, w, j->w_stride, nr, a, j->a_stride, nc, y, (size_t)j->n_rows);
-            else if (kw->tile)
-                kw->tile(j->k, w, j->w_stride, nr, a, j->a_stride, nc, y, (size_t)j->n_rows);
             else
-                tile_by_dots(kw->dot, j->k, w, j->w_stride, nr, a, j->a_stride, nc, y,
-                             (size_t)j->n_rows);
+                qk_tile(kw, j->k, w, j->w_stride, nr, a, j->a_stride, nc, y, (size_t)j->n_rows);
         }
     }
     simd_clean_upper();

@@ -39,6 +39,11 @@ struct qkernels {
     bool pinexact;
 };
 
+/* nr rows of w against nc activation columns (quant_matmul without a prepared layout): tile1
+ * for one column where the type has it, else its tile, else a dot product a pair. */
+void qk_tile(const struct qkernels *kw, int64_t n, const uint8_t *w, size_t ws, int nr,
+             const uint8_t *a, size_t as, int nc, float *y, size_t ldy);
+
 /* One entry per ggml type id (GGML_TYPE_COUNT); zero entries for unknown ids. */
 extern struct qkernels qk_ref[GGML_TYPE_COUNT];
 void qk_ref_init(void);
