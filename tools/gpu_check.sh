@@ -87,7 +87,7 @@ if [ $lean = 1 ]; then # (tp has returned above)
       for c in "$kd"/mvd-*.cubin; do
         [ -f "$c" ] || continue
         cuobjdump -sass "$c" >"${c%.cubin}.sass" 2>&1
-        defs=$(grep '^#define' "${c%.cubin}.cu" | awk '{printf "%s=%s ", $2, $3}')
+        defs=$(awk '/^#line/ {exit} /^#define/ {printf "%s=%s ", $2, $3}' "${c%.cubin}.cu")
         loops=$(awk 'function hex(h,  v, i) { v = 0; for (i = 1; i <= length(h); i++)
               v = v * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1; return v }
           /\/\*[0-9a-f][0-9a-f][0-9a-f][0-9a-f]+\*\// { s = $0; sub(/^[^\/]*\/\*/, "", s); sub(/\*\/.*/, "", s);

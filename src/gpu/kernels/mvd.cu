@@ -34,7 +34,11 @@
 // other products; 1, the default, once the products' loop is done: attention launched during
 // a whole q/k/v launch of the 1.5B Q4_K_M shapes took 7.7 us instead of 3.9, likely because
 // its L2 prefetches of the cache rows, asked for while the weights stream, were dropped; 2 at
-// the end; 0 and 2 are measurements, BENCHMARKS.md).
+// the end; 0 and 2 are measurements, BENCHMARKS.md); IP (1, the default: the lane's row and
+// activation pointers step one round's pieces at the end of each round, so a load's address is
+// a pointer plus a constant; 0, a measurement: each round's addresses from the first piece's
+// pointers and the round's index, recomputed every round: the Q4_K gate+up loop 191 -> 180
+// instructions (SASS, sm_90), 1.5B Q4_K_M tg128 +5% on an H100, BENCHMARKS.md).
 #include "common.cuh"
 
 #ifndef QT
@@ -69,6 +73,9 @@
 #endif
 #ifndef KP
 #define KP 32
+#endif
+#ifndef IP
+#define IP 1
 #endif
 // KP 64 (the host's choice for rows of 2): Q4_K pieces of 32 bytes, a pair of sub-blocks with
 // one pair of scales, as Q8_0's whole-block pieces
@@ -186,6 +193,25 @@ __device__ __forceinline__ rowp row_of(const u8 *W, i64 N, int r, int k, int sl)
 #endif
 #endif
     return p;
+}
+
+// The lane's pointers moved on by i of its pieces (IP: the loop steps its pointers once a round
+// instead of addressing each round's pieces from the first piece's pointers)
+__device__ __forceinline__ void rowp_step(rowp &w, int i)
+{
+    w.q += (P2 ? 32 : 16) * GL * i;
+#if QT == T_Q4_K
+    w.h += 16 * BSTEP * i;
+#elif QT == T_Q5_K
+    w.h += 48 * BSTEP * i;
+    w.b += 48 * BSTEP * i;
+#elif QT == T_Q6_K
+    w.h += 64 * BSTEP * i;
+    w.s += 16 * BSTEP * i;
+#endif
+#if QT == T_Q4_0 || QT == T_Q8_0 || QT == T_Q6_K
+    w.d += 2 * BSTEP * i;
+#endif
 }
 
 // 16 bytes of weights (EF: with that cache hint)
@@ -323,6 +349,17 @@ __device__ __forceinline__ actp act_of(const void *xa, const float *xd, int sl)
     p.d = xd + (e0 >> 5);
 #endif
     return p;
+}
+
+// The activation pointers moved on by i of the lane's pieces (IP)
+__device__ __forceinline__ void actp_step(actp &x, int i)
+{
+#if !QUANT
+    x.x += 4 * PE * GL * i;
+#else
+    x.x += PE * GL * i;
+    x.d += PE * GL / 32 * i;
+#endif
 }
 
 // The activation of the lane's piece i (PE GL i elements on from its first)
@@ -591,26 +628,30 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
     for (int j = 0; j < NR; j++)
         w[j] = row_of(GLU && j >= NOUT ? Wb : Wa, N,
                       max(0, min(rope_row(row + j % NOUT, hh), last)), k, sl);
-    const actp x = act_of(xa, xd, sl);
+    actp x = act_of(xa, xd, sl);
+    // IP: piece u of the round is piece u from the pointers, which step U pieces a round;
+    // else piece i0 + u from the first piece's pointers
+#define PI(u) (IP ? (u) : i0 + (u))
 #pragma unroll 1
     for (int i0 = 0; i0 < (XC && first ? max(n, 1) : n); i0 += U) {
         piece p[U][NR];
 #if AL
         // the round's last pieces past the row's end load its last piece again (an L1 hit),
-        // so the round has no branch and every step's loads go out together
+        // so the round has no branch and every step's loads go out together (a round's first
+        // piece is always in the row)
         if (n > 0)
 #pragma unroll
             for (int u = 0; u < U; u++)
 #pragma unroll
                 for (int j = 0; j < NR; j++)
-                    ld_piece(w[j], min(i0 + u, n - 1), p[u][j]);
+                    ld_piece(w[j], u == 0 ? PI(0) : min(PI(u), PI(n - 1 - i0)), p[u][j]);
 #else
 #pragma unroll
         for (int u = 0; u < U; u++)
             if (i0 + u < n) {
 #pragma unroll
                 for (int j = 0; j < NR; j++)
-                    ld_piece(w[j], i0 + u, p[u][j]);
+                    ld_piece(w[j], PI(u), p[u][j]);
             }
 #endif
         if (i0 == 0 && first) { // the first weights are on their way: now wait for the input
@@ -627,7 +668,7 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
             act a[U];
 #pragma unroll
             for (int u = 0; u < U; u++)
-                ld_act(x, min(i0 + u, n - 1), a[u]);
+                ld_act(x, u == 0 ? PI(0) : min(PI(u), PI(n - 1 - i0)), a[u]);
             // (a product, then a sum, where without AL the compiler fuses them into an FMA:
             // other roundings, so every variant of a type, XC or not, takes AL or none)
 #pragma unroll
@@ -643,13 +684,20 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
         for (int u = 0; u < U; u++)
             if (i0 + u < n) {
                 act a;
-                ld_act(x, i0 + u, a);
+                ld_act(x, PI(u), a);
 #pragma unroll
                 for (int j = 0; j < NR; j++)
                     acc[j] += dot_piece(p[u][j], m, a);
             }
 #endif
+        if (IP) {
+#pragma unroll
+            for (int j = 0; j < NR; j++)
+                rowp_step(w[j], U);
+            actp_step(x, U);
+        }
     }
+#undef PI
 #if !XC
     (void)xin, (void)nw, (void)eps;
 #endif
