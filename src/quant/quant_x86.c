@@ -1288,7 +1288,9 @@ VNNI static Q_ALWAYS_INLINE void b32_rows_vnni(int64_t n, const uint8_t *w, size
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i av = _mm256_loadu_si256((const __m256i *)ya[i].qs);
-        const __m256i off = _mm256_dpbusd_epi32(z, k, av);
+        /* minus the offset term, where each row's vpdpbusd starts: the same integers as the
+         * product less the term, one subtraction a row fewer */
+        const __m256i noff = _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, k, av));
         const float dy = h2f(ya[i].d);
         const int h = q5 ? 0 : (int)(i & 1);
 #pragma GCC unroll 4
@@ -1309,7 +1311,7 @@ VNNI static Q_ALWAYS_INLINE void b32_rows_vnni(int64_t n, const uint8_t *w, size
                 u = nibbles32(x->qs);
                 dw = h2f(x->d);
             }
-            const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, av), off);
+            const __m256i p = _mm256_dpbusd_epi32(noff, u, av);
             acc[r][h] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dy), _mm256_cvtepi32_ps(p), acc[r][h]);
         }
     }
