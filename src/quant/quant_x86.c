@@ -1293,10 +1293,17 @@ VNNI static Q_ALWAYS_INLINE void b32_rows_vnni(int64_t n, const uint8_t *w, size
         const __m256i noff = _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, k, av));
         const float dy = h2f(ya[i].d);
         const int h = q5 ? 0 : (int)(i & 1);
+        /* the rows' scale products dw dy, converted and multiplied together (each as the
+         * scalar product would round it) */
+        __m128i dh = _mm_setzero_si128();
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            dh = _mm_insert_epi16(dh, q5 ? ((const block_q5_0 *)(w + (size_t)r * ws) + i)->d
+                                         : ((const block_q4_0 *)(w + (size_t)r * ws) + i)->d, r);
+        const __m128 sc = _mm_mul_ps(_mm_cvtph_ps(dh), _mm_set1_ps(dy));
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             __m256i u;
-            float dw;
             if (q5) {
                 const block_q5_0 *x = (const block_q5_0 *)(w + (size_t)r * ws) + i;
                 PF(x, sizeof *x);
@@ -1304,15 +1311,14 @@ VNNI static Q_ALWAYS_INLINE void b32_rows_vnni(int64_t n, const uint8_t *w, size
                 memcpy(&qh, x->qh, 4);
                 const __m256i nib = nibbles32(x->qs);
                 u = _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, k);
-                dw = h2f(x->d);
             } else {
                 const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + i;
                 PF(x, sizeof *x);
                 u = nibbles32(x->qs);
-                dw = h2f(x->d);
             }
             const __m256i p = _mm256_dpbusd_epi32(noff, u, av);
-            acc[r][h] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dy), _mm256_cvtepi32_ps(p), acc[r][h]);
+            const __m256 s8 = _mm256_permutexvar_ps(_mm256_set1_epi32(r), _mm256_castps128_ps256(sc));
+            acc[r][h] = _mm256_fmadd_ps(s8, _mm256_cvtepi32_ps(p), acc[r][h]);
         }
     }
 #pragma GCC unroll 4
