@@ -1239,18 +1239,34 @@ VNNI static Q_ALWAYS_INLINE void q8_0_rows_vnni(int64_t n, const uint8_t *w, siz
     for (int64_t i = 0; i < nb; i += 2) {
         const int tail = i + 2 > nb;
         const __m512i yv = two_blocks(ya[i].qs, ya[i + !tail].qs);
-        const __m512i off = _mm512_dpbusd_epi32(z, k, yv);
-        const __m512 dy = two_scales(ya[i].d, ya[i + !tail].d);
+        /* each row's vpdpbusd starts from minus the offset term: the same integers as the
+         * product less the term */
+        const __m512i noff = _mm512_sub_epi32(z, _mm512_dpbusd_epi32(z, k, yv));
+        /* the scale products dw dy of the rows' two blocks (lane 2 r + b: row r, block i + b;
+         * a tail's second block 0), converted and multiplied in one vector, each rounded as
+         * the lane-wise product of the spread scales would be */
+        __m128i dh = _mm_setzero_si128();
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            __m512i wv;
-            __m512 dw;
-            if (tail)
-                w32_pair(w + (size_t)r * ws, i, 0, 1, &wv, &dw);
-            else
-                w32_pair(w + (size_t)r * ws, i, 0, 0, &wv, &dw);
-            const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(z, _mm512_xor_si512(wv, k), yv), off);
-            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(p), acc[r]);
+            const block_q8_0 *x = (const block_q8_0 *)(w + (size_t)r * ws) + i;
+            dh = _mm_insert_epi16(dh, x[0].d, 2 * r);
+            if (!tail)
+                dh = _mm_insert_epi16(dh, x[1].d, 2 * r + 1);
+        }
+        const __m128i yh = _mm_insert_epi16(_mm_cvtsi32_si128(ya[i].d), ya[i + !tail].d, 1);
+        const __m128 dy2 = _mm_cvtph_ps(yh);
+        const __m128 sc = _mm_mul_ps(_mm_cvtph_ps(dh), _mm_movelh_ps(dy2, dy2));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *x = (const block_q8_0 *)(w + (size_t)r * ws) + i;
+            PF(x, 2 * sizeof *x);
+            const __m512i wv = tail ? _mm512_maskz_mov_epi8(0xffffffffull, two_blocks(x[0].qs, x[0].qs))
+                                    : two_blocks(x[0].qs, x[1].qs);
+            const __m512 s16 = _mm512_permutexvar_ps(
+                _mm512_inserti64x4(_mm512_set1_epi32(2 * r), _mm256_set1_epi32(2 * r + 1), 1),
+                _mm512_castps128_ps512(sc));
+            const __m512i p = _mm512_dpbusd_epi32(noff, _mm512_xor_si512(wv, k), yv);
+            acc[r] = _mm512_fmadd_ps(s16, _mm512_cvtepi32_ps(p), acc[r]);
         }
     }
 #pragma GCC unroll 4
