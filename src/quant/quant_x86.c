@@ -1287,6 +1287,69 @@ VNNI static void dec_q8_0_vnni(int64_t n, const void *w, size_t ws, int nr, cons
         q8_0_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r);
 }
 
+/* Decode (one column) of Q4_K weights with VNNI, R (<= 2) rows at a time: the activation's
+ * four 64-byte loads, their arrangement to the nibbles' order and its sums are done once for
+ * the R rows, and each row's four scaled sub-block products go into one vpdpwssd chain. The
+ * integers (exact in int32) and every float step are q4k_dotn_avx512's, so the results are its
+ * bit for bit. */
+VNNI static Q_ALWAYS_INLINE void q4k_rows_vnni(int64_t n, const uint8_t *w, size_t ws, const int R,
+                                               const void *a, float *y)
+{
+    const block_q8_K *ya = a;
+    const __m512i m4 = _mm512_set1_epi8(0xF), z = _mm512_setzero_si512();
+    const __m512i i0 = _mm512_loadu_si512(q4k_idx512[0]), i1 = _mm512_loadu_si512(q4k_idx512[1]);
+    const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
+    __m512 acc[2];
+    __m256 accm[2];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++) {
+        acc[r] = _mm512_setzero_ps();
+        accm[r] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const block_q8_K *yb = ya + i;
+        const __m512i a0 = _mm512_loadu_si512(yb->qs), a1 = _mm512_loadu_si512(yb->qs + 64);
+        const __m512i a2 = _mm512_loadu_si512(yb->qs + 128), a3 = _mm512_loadu_si512(yb->qs + 192);
+        const __m512i b0 = _mm512_shuffle_i64x2(a0, a1, 0x44), b1 = _mm512_shuffle_i64x2(a0, a1, 0xEE);
+        const __m512i b2 = _mm512_shuffle_i64x2(a2, a3, 0x44), b3 = _mm512_shuffle_i64x2(a2, a3, 0xEE);
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++) {
+            const block_q4_K *x = (const block_q4_K *)(w + (size_t)r * ws) + i;
+            PF(x, sizeof *x);
+            const float d = yb->d * h2f(x->d), dmin = -yb->d * h2f(x->dmin);
+            const __m128i sm = kq_unpack_simd(x->scales);
+            const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+            const __m256i md = _mm256_madd_epi16(kq_mins_x2(sm), bs);
+            accm[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(md), accm[r]);
+            const __m512i w0 = _mm512_loadu_si512(x->qs), w1 = _mm512_loadu_si512(x->qs + 64);
+            __m512i sumi = _mm512_dpwssd_epi32(z, _mm512_permutexvar_epi16(i0, sc),
+                                               _mm512_maddubs_epi16(_mm512_and_si512(w0, m4), b0));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i1, sc),
+                                       _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w0, 4), m4), b1));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i2, sc),
+                                       _mm512_maddubs_epi16(_mm512_and_si512(w1, m4), b2));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i3, sc),
+                                       _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w1, 4), m4), b3));
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[r]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
+        y[r] = _mm512_reduce_add_ps(acc[r]) + hsum8(accm[r]);
+}
+
+VNNI static void dec_q4_k_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
+                               float *y, size_t ldy)
+{
+    (void)as, (void)nc, (void)ldy;
+    int r = 0;
+    for (; r + 2 <= nr; r += 2)
+        q4k_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 2, a, y + r);
+    if (r < nr)
+        q4k_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r);
+}
+
 /* Decode (one column) of Q4_0 (q5: Q5_0) weights with VNNI, R (<= 4) rows at a time: the
  * activation block, its scale and the offset term (8 or 16 times its sums, by vpdpbusd) are
  * loaded and computed once for the R rows. Per row the integers, the scale products and the
@@ -2113,6 +2176,7 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     k[GGML_TYPE_Q4_0].tile1 = dec_q4_0_vnni;
     k[GGML_TYPE_Q5_0].tile1 = dec_q5_0_vnni;
     k[GGML_TYPE_Q8_0].tile1 = dec_q8_0_vnni;
+    k[GGML_TYPE_Q4_K].tile1 = dec_q4_k_vnni;
 #if HAVE_AMX
     if (max_level >= QK_X86_AMX && amx_usable()) {
         static const struct {
