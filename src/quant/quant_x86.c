@@ -1350,6 +1350,68 @@ VNNI static void dec_q4_k_vnni(int64_t n, const void *w, size_t ws, int nr, cons
         q4k_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r);
 }
 
+/* Decode (one column) of Q6_K weights with VNNI, R (<= 2) rows at a time, as q4k_rows_vnni:
+ * the activation's loads and sums once for the rows, each row's four scaled products in one
+ * vpdpwssd chain that starts from its offset term; the integers and float steps are
+ * q6k_dotn_avx512's, so the results are its bit for bit. */
+VNNI static Q_ALWAYS_INLINE void q6k_rows_vnni(int64_t n, const uint8_t *w, size_t ws, const int R,
+                                               const void *a, float *y)
+{
+    const block_q8_K *ya = a;
+    const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3);
+    const __m512i i0 = _mm512_loadu_si512(q6k_idx512[0]), i1 = _mm512_loadu_si512(q6k_idx512[1]);
+    const __m512i i2 = _mm512_loadu_si512(q6k_idx512[2]), i3 = _mm512_loadu_si512(q6k_idx512[3]);
+    __m512 acc[2];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const block_q8_K *yb = ya + i;
+        const __m512i a0 = _mm512_loadu_si512(yb->qs), a1 = _mm512_loadu_si512(yb->qs + 64);
+        const __m512i a2 = _mm512_loadu_si512(yb->qs + 128), a3 = _mm512_loadu_si512(yb->qs + 192);
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++) {
+            const block_q6_K *x = (const block_q6_K *)(w + (size_t)r * ws) + i;
+            PF(x, sizeof *x);
+            const __m256i sc256 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+            const __m512i sc = _mm512_castsi256_si512(sc256);
+            __m512i q[4];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i b = _mm512_loadu_si512(x->ql + 64 * h);
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+                const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+                q[2 * h] = _mm512_or_si512(_mm512_and_si512(b, m4), _mm512_slli_epi16(_mm512_and_si512(hh, m2), 4));
+                q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), m4),
+                                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hh, 4), m2), 4));
+            }
+            /* levels are q + 32: the chain starts from minus 32 * sum_g sc_g * bsums_g */
+            const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc256, bs), 5);
+            __m512i sumi = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), corr));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i0, sc), _mm512_maddubs_epi16(q[0], a0));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i1, sc), _mm512_maddubs_epi16(q[1], a1));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i2, sc), _mm512_maddubs_epi16(q[2], a2));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i3, sc), _mm512_maddubs_epi16(q[3], a3));
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(yb->d * h2f(x->d)), _mm512_cvtepi32_ps(sumi), acc[r]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
+        y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+VNNI static void dec_q6_k_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
+                               float *y, size_t ldy)
+{
+    (void)as, (void)nc, (void)ldy;
+    int r = 0;
+    for (; r + 2 <= nr; r += 2)
+        q6k_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 2, a, y + r);
+    if (r < nr)
+        q6k_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r);
+}
+
 /* Decode (one column) of Q4_0 (q5: Q5_0) weights with VNNI, R (<= 4) rows at a time: the
  * activation block, its scale and the offset term (8 or 16 times its sums, by vpdpbusd) are
  * loaded and computed once for the R rows. Per row the integers, the scale products and the
@@ -2177,6 +2239,7 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     k[GGML_TYPE_Q5_0].tile1 = dec_q5_0_vnni;
     k[GGML_TYPE_Q8_0].tile1 = dec_q8_0_vnni;
     k[GGML_TYPE_Q4_K].tile1 = dec_q4_k_vnni;
+    k[GGML_TYPE_Q6_K].tile1 = dec_q6_k_vnni;
 #if HAVE_AMX
     if (max_level >= QK_X86_AMX && amx_usable()) {
         static const struct {
