@@ -1287,16 +1287,16 @@ VNNI static void dec_q8_0_vnni(int64_t n, const void *w, size_t ws, int nr, cons
         q8_0_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r);
 }
 
-/* Decode (one column) of Q4_K weights with VNNI, R (<= 2) rows at a time: the activation's
- * four 64-byte loads, their arrangement to the nibbles' order and its sums are done once for
- * the R rows, and each row's four scaled sub-block products go into one vpdpwssd chain. The
- * integers (exact in int32) and every float step are q4k_dotn_avx512's, so the results are its
- * bit for bit. */
-VNNI static Q_ALWAYS_INLINE void q4k_rows_vnni(int64_t n, const uint8_t *w, size_t ws, const int R,
-                                               const void *a, float *y)
+/* Decode (one column) of Q4_K (q5: Q5_K) weights with VNNI, R (<= 2) rows at a time: the
+ * activation's four 64-byte loads, their arrangement to the nibbles' order and its sums are
+ * done once for the R rows, and each row's four scaled sub-block products go into one
+ * vpdpwssd chain. The integers (exact in int32) and every float step are q4k_dotn_avx512's
+ * (q5k_dotn_avx512's), so the results are theirs bit for bit. */
+VNNI static Q_ALWAYS_INLINE void kq_rows_vnni(int64_t n, const uint8_t *w, size_t ws, const int R,
+                                              const void *a, float *y, const int q5)
 {
     const block_q8_K *ya = a;
-    const __m512i m4 = _mm512_set1_epi8(0xF), z = _mm512_setzero_si512();
+    const __m512i m4 = _mm512_set1_epi8(0xF), z = _mm512_setzero_si512(), one = _mm512_set1_epi8(1);
     const __m512i i0 = _mm512_loadu_si512(q4k_idx512[0]), i1 = _mm512_loadu_si512(q4k_idx512[1]);
     const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
     __m512 acc[2];
@@ -1316,21 +1316,29 @@ VNNI static Q_ALWAYS_INLINE void q4k_rows_vnni(int64_t n, const uint8_t *w, size
 #pragma GCC unroll 2
         for (int r = 0; r < R; r++) {
             const block_q4_K *x = (const block_q4_K *)(w + (size_t)r * ws) + i;
-            PF(x, sizeof *x);
-            const float d = yb->d * h2f(x->d), dmin = -yb->d * h2f(x->dmin);
-            const __m128i sm = kq_unpack_simd(x->scales);
+            const block_q5_K *x5 = (const block_q5_K *)(w + (size_t)r * ws) + i;
+            PF(q5 ? (const void *)x5 : (const void *)x, q5 ? sizeof *x5 : sizeof *x);
+            const float d = yb->d * h2f(q5 ? x5->d : x->d), dmin = -yb->d * h2f(q5 ? x5->dmin : x->dmin);
+            const __m128i sm = kq_unpack_simd(q5 ? x5->scales : x->scales);
             const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
             const __m256i md = _mm256_madd_epi16(kq_mins_x2(sm), bs);
             accm[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(md), accm[r]);
-            const __m512i w0 = _mm512_loadu_si512(x->qs), w1 = _mm512_loadu_si512(x->qs + 64);
-            __m512i sumi = _mm512_dpwssd_epi32(z, _mm512_permutexvar_epi16(i0, sc),
-                                               _mm512_maddubs_epi16(_mm512_and_si512(w0, m4), b0));
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i1, sc),
-                                       _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w0, 4), m4), b1));
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i2, sc),
-                                       _mm512_maddubs_epi16(_mm512_and_si512(w1, m4), b2));
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i3, sc),
-                                       _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w1, 4), m4), b3));
+            const uint8_t *qs = q5 ? x5->qs : x->qs;
+            const __m512i w0 = _mm512_loadu_si512(qs), w1 = _mm512_loadu_si512(qs + 64);
+            __m512i l0 = _mm512_and_si512(w0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(w0, 4), m4);
+            __m512i l1 = _mm512_and_si512(w1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(w1, 4), m4);
+            if (q5) { /* the fifth bits, as q5k_dotn_avx512 places them */
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)x5->qh);
+                const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+                l0 = _mm512_or_si512(l0, _mm512_slli_epi16(_mm512_and_si512(hb, one), 4));
+                h0 = _mm512_or_si512(h0, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 1), one), 4));
+                l1 = _mm512_or_si512(l1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), one), 4));
+                h1 = _mm512_or_si512(h1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 5), one), 4));
+            }
+            __m512i sumi = _mm512_dpwssd_epi32(z, _mm512_permutexvar_epi16(i0, sc), _mm512_maddubs_epi16(l0, b0));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i1, sc), _mm512_maddubs_epi16(h0, b1));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i2, sc), _mm512_maddubs_epi16(l1, b2));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i3, sc), _mm512_maddubs_epi16(h1, b3));
             acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[r]);
         }
     }
@@ -1339,15 +1347,26 @@ VNNI static Q_ALWAYS_INLINE void q4k_rows_vnni(int64_t n, const uint8_t *w, size
         y[r] = _mm512_reduce_add_ps(acc[r]) + hsum8(accm[r]);
 }
 
+VNNI static Q_ALWAYS_INLINE void kq_col_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a,
+                                             float *y, const int q5)
+{
+    int r = 0;
+    for (; r + 2 <= nr; r += 2)
+        kq_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 2, a, y + r, q5);
+    if (r < nr)
+        kq_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r, q5);
+}
 VNNI static void dec_q4_k_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
                                float *y, size_t ldy)
 {
     (void)as, (void)nc, (void)ldy;
-    int r = 0;
-    for (; r + 2 <= nr; r += 2)
-        q4k_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 2, a, y + r);
-    if (r < nr)
-        q4k_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r);
+    kq_col_vnni(n, w, ws, nr, a, y, 0);
+}
+VNNI static void dec_q5_k_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
+                               float *y, size_t ldy)
+{
+    (void)as, (void)nc, (void)ldy;
+    kq_col_vnni(n, w, ws, nr, a, y, 1);
 }
 
 /* Decode (one column) of Q6_K weights with VNNI, R (<= 2) rows at a time, as q4k_rows_vnni:
@@ -2240,6 +2259,7 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
     k[GGML_TYPE_Q8_0].tile1 = dec_q8_0_vnni;
     k[GGML_TYPE_Q4_K].tile1 = dec_q4_k_vnni;
     k[GGML_TYPE_Q6_K].tile1 = dec_q6_k_vnni;
+    k[GGML_TYPE_Q5_K].tile1 = dec_q5_k_vnni;
 #if HAVE_AMX
     if (max_level >= QK_X86_AMX && amx_usable()) {
         static const struct {
