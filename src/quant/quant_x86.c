@@ -705,12 +705,28 @@ AVX512 static float dot_q4_k_avx512(int64_t n, const void *w, const void *a)
     return r;
 }
 
+/* A Q6_K block's 256 levels (0..63) as four 64-byte vectors: per 128-element half, the 64 ql
+ * bytes with the matching 2-bit pairs of qh give elements 0..63 (low nibbles) and 64..127
+ * (high nibbles), in order. */
+AVX512 static Q_ALWAYS_INLINE void q6k_levels(const block_q6_K *x, __m512i q[4])
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i b = _mm512_loadu_si512(x->ql + 64 * h);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+        const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+        q[2 * h] = _mm512_or_si512(_mm512_and_si512(b, m4), _mm512_slli_epi16(_mm512_and_si512(hh, m2), 4));
+        q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), m4),
+                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hh, 4), m2), 4));
+    }
+}
+
 /* Q6_K, nc columns at once (as above). Per 128-element half, the 64 ql bytes with the matching
  * 2-bit pairs of qh give elements 0..63 (low nibbles) and 64..127 (high nibbles), in order. */
 AVX512 static Q_ALWAYS_INLINE void q6k_dotn_avx512(int64_t n, const block_q6_K *x, const uint8_t *a,
                                                    size_t as, const int nc, float *out, size_t ldo)
 {
-    const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3);
     const __m512i i0 = _mm512_loadu_si512(q6k_idx512[0]), i1 = _mm512_loadu_si512(q6k_idx512[1]);
     const __m512i i2 = _mm512_loadu_si512(q6k_idx512[2]), i3 = _mm512_loadu_si512(q6k_idx512[3]);
     __m512 acc[4];
@@ -723,14 +739,7 @@ AVX512 static Q_ALWAYS_INLINE void q6k_dotn_avx512(int64_t n, const block_q6_K *
         const __m256i sc256 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
         const __m512i sc = _mm512_castsi256_si512(sc256);
         __m512i q[4];
-        for (int h = 0; h < 2; h++) {
-            const __m512i b = _mm512_loadu_si512(x[i].ql + 64 * h);
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-            const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-            q[2 * h] = _mm512_or_si512(_mm512_and_si512(b, m4), _mm512_slli_epi16(_mm512_and_si512(hh, m2), 4));
-            q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), m4),
-                                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hh, 4), m2), 4));
-        }
+        q6k_levels(x + i, q);
         const __m512i s0 = _mm512_permutexvar_epi16(i0, sc), s1 = _mm512_permutexvar_epi16(i1, sc);
         const __m512i s2 = _mm512_permutexvar_epi16(i2, sc), s3 = _mm512_permutexvar_epi16(i3, sc);
 #pragma GCC unroll 4
@@ -760,11 +769,25 @@ AVX512 static float dot_q6_k_avx512(int64_t n, const void *w, const void *a)
     return r;
 }
 
+/* Q5_K's fifth bits into a block's four nibble planes (l0, h0: the first 64 qs bytes' low and
+ * high nibbles; l1, h1: the next 64's), bit 4 of each level. */
+AVX512 static Q_ALWAYS_INLINE void q5k_fifth_bits(const uint8_t *qh32, __m512i *l0, __m512i *h0,
+                                                  __m512i *l1, __m512i *h1)
+{
+    const __m512i one = _mm512_set1_epi8(1);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)qh32);
+    const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+    *l0 = _mm512_or_si512(*l0, _mm512_slli_epi16(_mm512_and_si512(hb, one), 4));
+    *h0 = _mm512_or_si512(*h0, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 1), one), 4));
+    *l1 = _mm512_or_si512(*l1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), one), 4));
+    *h1 = _mm512_or_si512(*h1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 5), one), 4));
+}
+
 /* Q5_K, nc columns at once: as Q4_K, plus the fifth bit of sub-block j from bit j of qh. */
 AVX512 static Q_ALWAYS_INLINE void q5k_dotn_avx512(int64_t n, const block_q5_K *x, const uint8_t *a,
                                                    size_t as, const int nc, float *out, size_t ldo)
 {
-    const __m512i m4 = _mm512_set1_epi8(0xF), one = _mm512_set1_epi8(1);
+    const __m512i m4 = _mm512_set1_epi8(0xF);
     const __m512i i0 = _mm512_loadu_si512(q4k_idx512[0]), i1 = _mm512_loadu_si512(q4k_idx512[1]);
     const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
     __m512 acc[4];
@@ -780,17 +803,10 @@ AVX512 static Q_ALWAYS_INLINE void q5k_dotn_avx512(int64_t n, const block_q5_K *
         const __m128i sm = kq_unpack_simd(x[i].scales);
         const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
         const __m256i mins = kq_mins_x2(sm);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
-        const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
         const __m512i w0 = _mm512_loadu_si512(x[i].qs), w1 = _mm512_loadu_si512(x[i].qs + 64);
-        const __m512i l0 = _mm512_or_si512(_mm512_and_si512(w0, m4),
-                                           _mm512_slli_epi16(_mm512_and_si512(hb, one), 4));
-        const __m512i h0 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(w0, 4), m4),
-                                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 1), one), 4));
-        const __m512i l1 = _mm512_or_si512(_mm512_and_si512(w1, m4),
-                                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), one), 4));
-        const __m512i h1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(w1, 4), m4),
-                                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 5), one), 4));
+        __m512i l0 = _mm512_and_si512(w0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(w0, 4), m4);
+        __m512i l1 = _mm512_and_si512(w1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(w1, 4), m4);
+        q5k_fifth_bits(x[i].qh, &l0, &h0, &l1, &h1);
         const __m512i s0 = _mm512_permutexvar_epi16(i0, sc), s1 = _mm512_permutexvar_epi16(i1, sc);
         const __m512i s2 = _mm512_permutexvar_epi16(i2, sc), s3 = _mm512_permutexvar_epi16(i3, sc);
         kq_block_cols_avx512(a, as, i, nc, xd, xdmin, mins, l0, h0, l1, h1, s0, s1, s2, s3, acc,
@@ -1274,19 +1290,6 @@ VNNI static Q_ALWAYS_INLINE void q8_0_rows_vnni(int64_t n, const uint8_t *w, siz
         y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-/* Decode (one column) of Q8_0 weights with VNNI, two rows at a time (the tile1 of the type's
- * kernels: columns of a prompt take tile_q8_0_avx512). */
-VNNI static void dec_q8_0_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
-                               float *y, size_t ldy)
-{
-    (void)as, (void)nc, (void)ldy;
-    int r = 0;
-    for (; r + 2 <= nr; r += 2)
-        q8_0_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 2, a, y + r);
-    if (r < nr)
-        q8_0_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r);
-}
-
 /* Decode (one column) of Q4_K (q5: Q5_K) weights with VNNI, R (<= 2) rows at a time: the
  * activation's four 64-byte loads, their arrangement to the nibbles' order and its sums are
  * done once for the R rows, and each row's four scaled sub-block products go into one
@@ -1296,7 +1299,7 @@ VNNI static Q_ALWAYS_INLINE void kq_rows_vnni(int64_t n, const uint8_t *w, size_
                                               const void *a, float *y, const int q5)
 {
     const block_q8_K *ya = a;
-    const __m512i m4 = _mm512_set1_epi8(0xF), z = _mm512_setzero_si512(), one = _mm512_set1_epi8(1);
+    const __m512i m4 = _mm512_set1_epi8(0xF), z = _mm512_setzero_si512();
     const __m512i i0 = _mm512_loadu_si512(q4k_idx512[0]), i1 = _mm512_loadu_si512(q4k_idx512[1]);
     const __m512i i2 = _mm512_loadu_si512(q4k_idx512[2]), i3 = _mm512_loadu_si512(q4k_idx512[3]);
     __m512 acc[2];
@@ -1327,14 +1330,8 @@ VNNI static Q_ALWAYS_INLINE void kq_rows_vnni(int64_t n, const uint8_t *w, size_
             const __m512i w0 = _mm512_loadu_si512(qs), w1 = _mm512_loadu_si512(qs + 64);
             __m512i l0 = _mm512_and_si512(w0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(w0, 4), m4);
             __m512i l1 = _mm512_and_si512(w1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(w1, 4), m4);
-            if (q5) { /* the fifth bits, as q5k_dotn_avx512 places them */
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)x5->qh);
-                const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-                l0 = _mm512_or_si512(l0, _mm512_slli_epi16(_mm512_and_si512(hb, one), 4));
-                h0 = _mm512_or_si512(h0, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 1), one), 4));
-                l1 = _mm512_or_si512(l1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), one), 4));
-                h1 = _mm512_or_si512(h1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 5), one), 4));
-            }
+            if (q5)
+                q5k_fifth_bits(x5->qh, &l0, &h0, &l1, &h1);
             __m512i sumi = _mm512_dpwssd_epi32(z, _mm512_permutexvar_epi16(i0, sc), _mm512_maddubs_epi16(l0, b0));
             sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i1, sc), _mm512_maddubs_epi16(h0, b1));
             sumi = _mm512_dpwssd_epi32(sumi, _mm512_permutexvar_epi16(i2, sc), _mm512_maddubs_epi16(l1, b2));
@@ -1347,28 +1344,6 @@ VNNI static Q_ALWAYS_INLINE void kq_rows_vnni(int64_t n, const uint8_t *w, size_
         y[r] = _mm512_reduce_add_ps(acc[r]) + hsum8(accm[r]);
 }
 
-VNNI static Q_ALWAYS_INLINE void kq_col_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a,
-                                             float *y, const int q5)
-{
-    int r = 0;
-    for (; r + 2 <= nr; r += 2)
-        kq_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 2, a, y + r, q5);
-    if (r < nr)
-        kq_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r, q5);
-}
-VNNI static void dec_q4_k_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
-                               float *y, size_t ldy)
-{
-    (void)as, (void)nc, (void)ldy;
-    kq_col_vnni(n, w, ws, nr, a, y, 0);
-}
-VNNI static void dec_q5_k_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
-                               float *y, size_t ldy)
-{
-    (void)as, (void)nc, (void)ldy;
-    kq_col_vnni(n, w, ws, nr, a, y, 1);
-}
-
 /* Decode (one column) of Q6_K weights with VNNI, R (<= 2) rows at a time, as q4k_rows_vnni:
  * the activation's loads and sums once for the rows, each row's four scaled products in one
  * vpdpwssd chain that starts from its offset term; the integers and float steps are
@@ -1377,7 +1352,6 @@ VNNI static Q_ALWAYS_INLINE void q6k_rows_vnni(int64_t n, const uint8_t *w, size
                                                const void *a, float *y)
 {
     const block_q8_K *ya = a;
-    const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3);
     const __m512i i0 = _mm512_loadu_si512(q6k_idx512[0]), i1 = _mm512_loadu_si512(q6k_idx512[1]);
     const __m512i i2 = _mm512_loadu_si512(q6k_idx512[2]), i3 = _mm512_loadu_si512(q6k_idx512[3]);
     __m512 acc[2];
@@ -1396,15 +1370,7 @@ VNNI static Q_ALWAYS_INLINE void q6k_rows_vnni(int64_t n, const uint8_t *w, size
             const __m256i sc256 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
             const __m512i sc = _mm512_castsi256_si512(sc256);
             __m512i q[4];
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const __m512i b = _mm512_loadu_si512(x->ql + 64 * h);
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-                const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-                q[2 * h] = _mm512_or_si512(_mm512_and_si512(b, m4), _mm512_slli_epi16(_mm512_and_si512(hh, m2), 4));
-                q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), m4),
-                                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hh, 4), m2), 4));
-            }
+            q6k_levels(x, q);
             /* levels are q + 32: the chain starts from minus 32 * sum_g sc_g * bsums_g */
             const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc256, bs), 5);
             __m512i sumi = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), corr));
@@ -1420,16 +1386,40 @@ VNNI static Q_ALWAYS_INLINE void q6k_rows_vnni(int64_t n, const uint8_t *w, size
         y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-VNNI static void dec_q6_k_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
-                               float *y, size_t ldy)
+/* Decode (one column, the types' tile1: the columns of a prompt take their tiles) of Q8_0,
+ * Q4_K, Q5_K and Q6_K with VNNI: the rows two at a time through the type's rows function (a
+ * constant type: the switch and the row counts fold away). */
+enum dec2 { DEC2_Q8_0, DEC2_Q4_K, DEC2_Q5_K, DEC2_Q6_K };
+VNNI static Q_ALWAYS_INLINE void rows2_vnni(const enum dec2 t, int64_t n, const uint8_t *w, size_t ws,
+                                            const int R, const void *a, float *y)
 {
-    (void)as, (void)nc, (void)ldy;
+    switch (t) {
+    case DEC2_Q8_0: q8_0_rows_vnni(n, w, ws, R, a, y); break;
+    case DEC2_Q4_K: kq_rows_vnni(n, w, ws, R, a, y, 0); break;
+    case DEC2_Q5_K: kq_rows_vnni(n, w, ws, R, a, y, 1); break;
+    case DEC2_Q6_K: q6k_rows_vnni(n, w, ws, R, a, y); break;
+    }
+}
+VNNI static Q_ALWAYS_INLINE void col2_vnni(const enum dec2 t, int64_t n, const void *w, size_t ws, int nr,
+                                           const void *a, float *y)
+{
     int r = 0;
     for (; r + 2 <= nr; r += 2)
-        q6k_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 2, a, y + r);
+        rows2_vnni(t, n, (const uint8_t *)w + (size_t)r * ws, ws, 2, a, y + r);
     if (r < nr)
-        q6k_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r);
+        rows2_vnni(t, n, (const uint8_t *)w + (size_t)r * ws, ws, 1, a, y + r);
 }
+#define DEFINE_DEC2(name, t)                                                                       \
+    VNNI static void name(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as,  \
+                          int nc, float *y, size_t ldy)                                           \
+    {                                                                                              \
+        (void)as, (void)nc, (void)ldy;                                                             \
+        col2_vnni(t, n, w, ws, nr, a, y);                                                          \
+    }
+DEFINE_DEC2(dec_q8_0_vnni, DEC2_Q8_0)
+DEFINE_DEC2(dec_q4_k_vnni, DEC2_Q4_K)
+DEFINE_DEC2(dec_q5_k_vnni, DEC2_Q5_K)
+DEFINE_DEC2(dec_q6_k_vnni, DEC2_Q6_K)
 
 /* Decode (one column) of Q4_0 (q5: Q5_0) weights with VNNI, R (<= 4) rows at a time: the
  * activation block, its scale and the offset term (8 or 16 times its sums, by vpdpbusd) are
