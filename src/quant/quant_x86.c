@@ -1318,9 +1318,12 @@ VNNI static Q_ALWAYS_INLINE void kq_rows_vnni(int64_t n, const uint8_t *w, size_
         const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
 #pragma GCC unroll 2
         for (int r = 0; r < R; r++) {
-            const block_q4_K *x = (const block_q4_K *)(w + (size_t)r * ws) + i;
-            const block_q5_K *x5 = (const block_q5_K *)(w + (size_t)r * ws) + i;
-            PF(q5 ? (const void *)x5 : (const void *)x, q5 ? sizeof *x5 : sizeof *x);
+            /* (each block read through its own type: x for Q4_K, x5 for Q5_K) */
+            const size_t bsz = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+            const uint8_t *xb = w + (size_t)r * ws + (size_t)i * bsz;
+            const block_q4_K *x = (const block_q4_K *)xb;
+            const block_q5_K *x5 = (const block_q5_K *)xb;
+            PF(xb, bsz);
             const float d = yb->d * h2f(q5 ? x5->d : x->d), dmin = -yb->d * h2f(q5 ? x5->dmin : x->dmin);
             const __m128i sm = kq_unpack_simd(q5 ? x5->scales : x->scales);
             const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
