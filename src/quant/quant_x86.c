@@ -71,9 +71,9 @@ AVX2 static inline __m256i dot_i8(__m256i x, __m256i y)
 /* 16 bytes of nibbles -> 32 bytes: low nibbles first (elements 0..15), then high ones. */
 AVX2 static inline __m256i nibbles32(const uint8_t *p)
 {
-    const __m128i b = _mm_loadu_si128((const __m128i *)p);
-    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0xF));
+    /* the 16 bytes in both halves (one broadcast load), the high half shifted by 4 */
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0xF));
 }
 
 /* ------------------------------------------------------------------ float formats */
@@ -1261,15 +1261,16 @@ VNNI static Q_ALWAYS_INLINE void q8_0_rows_vnni(int64_t n, const uint8_t *w, siz
         /* the scale products dw dy of the rows' two blocks (lane 2 r + b: row r, block i + b;
          * a tail's second block 0), converted and multiplied in one vector, each rounded as
          * the lane-wise product of the spread scales would be */
-        __m128i dh = _mm_setzero_si128();
+        uint64_t dbits = 0; /* (packed in a scalar: a lane index must be a constant) */
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const block_q8_0 *x = (const block_q8_0 *)(w + (size_t)r * ws) + i;
-            dh = _mm_insert_epi16(dh, x[0].d, 2 * r);
+            dbits |= (uint64_t)x[0].d << (32 * r);
             if (!tail)
-                dh = _mm_insert_epi16(dh, x[1].d, 2 * r + 1);
+                dbits |= (uint64_t)x[1].d << (32 * r + 16);
         }
-        const __m128i yh = _mm_insert_epi16(_mm_cvtsi32_si128(ya[i].d), ya[i + !tail].d, 1);
+        const __m128i dh = _mm_cvtsi64_si128((long long)dbits);
+        const __m128i yh = _mm_cvtsi32_si128((int)((uint32_t)ya[i].d | (uint32_t)ya[i + !tail].d << 16));
         const __m128 dy2 = _mm_cvtph_ps(yh);
         const __m128 sc = _mm_mul_ps(_mm_cvtph_ps(dh), _mm_movelh_ps(dy2, dy2));
 #pragma GCC unroll 4
@@ -1448,12 +1449,12 @@ VNNI static Q_ALWAYS_INLINE void b32_rows_vnni(int64_t n, const uint8_t *w, size
         const int h = q5 ? 0 : (int)(i & 1);
         /* the rows' scale products dw dy, converted and multiplied together (each as the
          * scalar product would round it) */
-        __m128i dh = _mm_setzero_si128();
+        uint64_t dbits = 0; /* (packed in a scalar: a lane index must be a constant) */
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
-            dh = _mm_insert_epi16(dh, q5 ? ((const block_q5_0 *)(w + (size_t)r * ws) + i)->d
-                                         : ((const block_q4_0 *)(w + (size_t)r * ws) + i)->d, r);
-        const __m128 sc = _mm_mul_ps(_mm_cvtph_ps(dh), _mm_set1_ps(dy));
+            dbits |= (uint64_t)(q5 ? ((const block_q5_0 *)(w + (size_t)r * ws) + i)->d
+                                   : ((const block_q4_0 *)(w + (size_t)r * ws) + i)->d) << (16 * r);
+        const __m128 sc = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)dbits)), _mm_set1_ps(dy));
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             __m256i u;
