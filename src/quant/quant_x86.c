@@ -722,8 +722,7 @@ AVX512 static Q_ALWAYS_INLINE void q6k_levels(const block_q6_K *x, __m512i q[4])
     }
 }
 
-/* Q6_K, nc columns at once (as above). Per 128-element half, the 64 ql bytes with the matching
- * 2-bit pairs of qh give elements 0..63 (low nibbles) and 64..127 (high nibbles), in order. */
+/* Q6_K, nc columns at once (as above; the levels as q6k_levels gives them). */
 AVX512 static Q_ALWAYS_INLINE void q6k_dotn_avx512(int64_t n, const block_q6_K *x, const uint8_t *a,
                                                    size_t as, const int nc, float *out, size_t ldo)
 {
@@ -1237,7 +1236,8 @@ VNNI static float dot_q5_0_vnni(int64_t n, const void *w, const void *a)
     return hsum8(acc);
 }
 
-/* Decode (one column) of Q8_0 weights with VNNI, R (<= 4) rows at a time: the pair of
+/* Decode (one column) of Q8_0 weights with VNNI, R (<= 2: the scales of R rows' two blocks
+ * are packed into 64 bits) rows at a time: the pair of
  * activation blocks, their scales and the offset term (128 times their sums, by vpdpbusd) are
  * loaded and computed once for the R rows; per row the levels go unsigned (+128) into one
  * vpdpbusd. The integers per lane are q8_0_core's, the scales and the order of the additions
@@ -1248,8 +1248,8 @@ VNNI static Q_ALWAYS_INLINE void q8_0_rows_vnni(int64_t n, const uint8_t *w, siz
     const int64_t nb = n / QK8_0;
     const block_q8_0 *ya = a;
     const __m512i k = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
-    __m512 acc[4];
-#pragma GCC unroll 4
+    __m512 acc[2];
+#pragma GCC unroll 2
     for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i += 2) {
@@ -1262,7 +1262,7 @@ VNNI static Q_ALWAYS_INLINE void q8_0_rows_vnni(int64_t n, const uint8_t *w, siz
          * a tail's second block 0), converted and multiplied in one vector, each rounded as
          * the lane-wise product of the spread scales would be */
         uint64_t dbits = 0; /* (packed in a scalar: a lane index must be a constant) */
-#pragma GCC unroll 4
+#pragma GCC unroll 2
         for (int r = 0; r < R; r++) {
             const block_q8_0 *x = (const block_q8_0 *)(w + (size_t)r * ws) + i;
             dbits |= (uint64_t)x[0].d << (32 * r);
@@ -1273,7 +1273,7 @@ VNNI static Q_ALWAYS_INLINE void q8_0_rows_vnni(int64_t n, const uint8_t *w, siz
         const __m128i yh = _mm_cvtsi32_si128((int)((uint32_t)ya[i].d | (uint32_t)ya[i + !tail].d << 16));
         const __m128 dy2 = _mm_cvtph_ps(yh);
         const __m128 sc = _mm_mul_ps(_mm_cvtph_ps(dh), _mm_movelh_ps(dy2, dy2));
-#pragma GCC unroll 4
+#pragma GCC unroll 2
         for (int r = 0; r < R; r++) {
             const block_q8_0 *x = (const block_q8_0 *)(w + (size_t)r * ws) + i;
             PF(x, 2 * sizeof *x);
@@ -1286,7 +1286,7 @@ VNNI static Q_ALWAYS_INLINE void q8_0_rows_vnni(int64_t n, const uint8_t *w, siz
             acc[r] = _mm512_fmadd_ps(s16, _mm512_cvtepi32_ps(p), acc[r]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 2
     for (int r = 0; r < R; r++)
         y[r] = _mm512_reduce_add_ps(acc[r]);
 }
@@ -1348,7 +1348,7 @@ VNNI static Q_ALWAYS_INLINE void kq_rows_vnni(int64_t n, const uint8_t *w, size_
         y[r] = _mm512_reduce_add_ps(acc[r]) + hsum8(accm[r]);
 }
 
-/* Decode (one column) of Q6_K weights with VNNI, R (<= 2) rows at a time, as q4k_rows_vnni:
+/* Decode (one column) of Q6_K weights with VNNI, R (<= 2) rows at a time, as kq_rows_vnni:
  * the activation's loads and sums once for the rows, each row's four scaled products in one
  * vpdpwssd chain that starts from its offset term; the integers and float steps are
  * q6k_dotn_avx512's, so the results are its bit for bit. */
