@@ -260,10 +260,11 @@ static void gpu_run_close(struct gpu_run *t)
     free(t->mem);
 }
 
-/* Decode logits of the fixtures of one type (e.g. "Q4_K_M") through two sessions, the second
- * opened with the environment pairs env (name, value, ..., NULL) set: at most tol apart
- * (relative to the largest logit; 0: bit for bit). */
-static void decode_pair(const char *type, const char *const *env, double tol, const char *what)
+/* Decode logits of the fixtures of one type (e.g. "Q4_K_M") through two sessions of n_ctx
+ * positions, the second opened with the environment pairs env (name, value, ..., NULL) set: at
+ * most tol apart (relative to the largest logit; 0: bit for bit). */
+static void decode_pair_ctx(const char *type, const char *const *env, double tol, const char *what,
+                            int n_ctx)
 {
     for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
         char rel[128];
@@ -275,11 +276,11 @@ static void decode_pair(const char *type, const char *const *env, double tol, co
         snprintf(p, sizeof p, "%s", path);
         struct brasa_model *m1 = NULL, *m2 = NULL;
         struct brasa_session *s1 = NULL, *s2 = NULL;
-        brasa_status st = open_model(p, BRASA_BACKEND_CUDA, &m1, &s1, 512, BRASA_KV_F16);
+        brasa_status st = open_model(p, BRASA_BACKEND_CUDA, &m1, &s1, n_ctx, BRASA_KV_F16);
         for (int e = 0; env[e]; e += 2)
             setenv(env[e], env[e + 1], 1);
         if (st == BRASA_OK)
-            st = open_model(p, BRASA_BACKEND_CUDA, &m2, &s2, 512, BRASA_KV_F16);
+            st = open_model(p, BRASA_BACKEND_CUDA, &m2, &s2, n_ctx, BRASA_KV_F16);
         for (int e = 0; env[e]; e += 2)
             unsetenv(env[e]);
         REQUIRE(st == BRASA_OK);
@@ -314,6 +315,11 @@ static void decode_pair(const char *type, const char *const *env, double tol, co
     }
 }
 
+static void decode_pair(const char *type, const char *const *env, double tol, const char *what)
+{
+    decode_pair_ctx(type, env, tol, what, 512);
+}
+
 /* Decode logits of the graph executor and of the eager one (without programmatic dependent
  * launch: a kernel that touched its inputs before pdl_wait() would race and differ), bit for
  * bit. */
@@ -335,6 +341,60 @@ TEST(decode_conversion_in_product)
         SKIP("no GPU driver or device");
     static const char *const env[] = {"BRASA_GPU_MVD_XC", "0", NULL};
     decode_pair("Q8_0", env, 1e-5, "in-product and quant_act conversion");
+}
+
+/* Decode attention converting its rows for the K formats' o product (attn.cu's xq): at 512
+ * positions (one pass, blocks of 256 / hd heads) and at 2048 (split along the context, the
+ * merge converting), against quant_act converting them: the same floats through the same steps,
+ * so the same logits bit for bit; graph == eager at 2048; and a quant_act launch a layer fewer
+ * in the decode plans. */
+TEST(decode_conversion_in_attention)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const env[] = {"BRASA_GPU_ATTN_Q", "0", NULL};
+    static const char *const eager[] = {"BRASA_GPU_GRAPH", "0", "BRASA_GPU_PDL", "0", NULL};
+    const int ctx[2] = {512, 2048};
+    for (int c = 0; c < 2; c++) {
+        char what[64];
+        snprintf(what, sizeof what, "attention and quant_act conversion, %d positions", ctx[c]);
+        decode_pair_ctx("Q4_K_M", env, 0, what, ctx[c]);
+        decode_pair_ctx("Q6_K", env, 0, what, ctx[c]);
+    }
+    decode_pair_ctx("Q4_K_M", eager, 0, "graph and eager, 2048 positions", 2048);
+    const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
+    if (!test_file_exists(path))
+        return;
+    for (int c = 0; c < 2; c++) {
+        int n[2] = {0, 0}, nl = 0;
+        for (int off = 0; off < 2; off++) {
+            struct brasa_err err = {{0}};
+            struct gpu *g = NULL;
+            struct gguf_file *f = NULL;
+            struct gpu_run w;
+            memset(&w, 0, sizeof w);
+            REQUIRE(gpu_open(&g, NULL, &err) == BRASA_OK && gpu_make_current(g, &err) == BRASA_OK);
+            if (off)
+                setenv("BRASA_GPU_ATTN_Q", "0", 1);
+            brasa_status st = gguf_open(&f, path, &err);
+            if (st == BRASA_OK && (st = mdl_load(&w.m, f, &err)) == BRASA_OK)
+                st = gpu_run_open(&w, g, NULL, NULL, 6, ctx[c], &err);
+            unsetenv("BRASA_GPU_ATTN_Q");
+            CHECKF(st == BRASA_OK, "llama.Q4_K_M: %s", err.msg);
+            if (st == BRASA_OK) {
+                n[off] = gpu_sess_launches(w.s, &w.gr[1], "quant_act");
+                nl = w.m.hp.n_layer;
+            }
+            gpu_run_close(&w);
+            if (f)
+                gguf_close(f);
+            gpu_close(g);
+        }
+        printf("  llama.Q4_K_M, %d positions: quant_act launches in decode %d (BRASA_GPU_ATTN_Q=0:"
+               " %d, %d layers)\n", ctx[c], n[0], n[1], nl);
+        CHECKF(n[1] - n[0] == nl, "%d positions: %d quant_act launches, %d with "
+               "BRASA_GPU_ATTN_Q=0 (%d layers)", ctx[c], n[0], n[1], nl);
+    }
 }
 
 /* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in
@@ -652,6 +712,7 @@ TEST(model_over_gpus)
 }
 
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
+          T(decode_conversion_in_attention),
           T(decode_rope_in_products),
           T(long_context_f16_cache), T(device_candidates), T(shard_allreduce_through_nccl),
           T(model_over_gpus))

@@ -1018,6 +1018,8 @@ int cmd_bench(int argc, char **argv)
         MMAP_OPT(&a.cm),
         TP_OPTS(&a.cm),
         {NULL, "--kv-type", OPT_STR, &a.kv, "f16|f32", "KV cache type (default f16)"},
+        {"-c", "--ctx", OPT_INT, &a.ctx, "N",
+         "context length (default: the longer test's tokens, as llama-bench)"},
         {NULL, "--bw", OPT_FLOAT, &bw, "GB/s", "measured read bandwidth: also print the decode roofline"},
         {0},
     };
@@ -1034,7 +1036,13 @@ int cmd_bench(int argc, char **argv)
     struct brasa_model_info info;
     brasa_model_get_info(m, &info);
     int need = n_p > n_g ? n_p : n_g;
-    a.ctx = need > 0 ? need : 1;
+    if (a.ctx < 0 || (a.ctx > 0 && a.ctx < need)) {
+        fprintf(stderr, "brasa bench: -c must hold the longer test's %d tokens\n", need);
+        brasa_model_free(m);
+        return 2;
+    }
+    if (a.ctx == 0)
+        a.ctx = need > 0 ? need : 1;
     struct brasa_session *s = new_session("bench", m, &a, a.ctx);
     int32_t *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
     struct brasa_err err = {{0}};
@@ -1086,6 +1094,7 @@ int cmd_bench(int argc, char **argv)
     double wb = (double)info.weight_bytes_per_token;
     if (!strcmp(info.backend, "cpu"))
         printf("\ncpu kernels: %s", quant_cpu_kernels());
+    printf("\ncontext: %d positions", brasa_session_n_ctx(s));
     printf("\nweights read per generated token: %.1f MiB", wb / (1 << 20));
     if (bw > 0 && wb > 0) {
         double limit = bw * 1e9 / wb;

@@ -238,6 +238,7 @@ struct gpu_sess {
     const char *dump;
     bool use_graph, fuse;
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
+    int attn_q;              /* decode attention's merge converts the o product's input */
     int rope_fuse;           /* decode RoPE in the q/k/v products: 1 where they are small
                               * (rope_into_products), 0 never, 2 always
                               * (BRASA_GPU_ROPE_FUSE) */
@@ -760,6 +761,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->dump = getenv("BRASA_DUMP");
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->rope_fuse = env_int("BRASA_GPU_ROPE_FUSE", 1);
+    s->attn_q = !env_is("BRASA_GPU_ATTN_Q", "0");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
     s->head_nr = env_int("BRASA_GPU_MVD_HEAD_NR", 0);
     s->tk_one = env_is("BRASA_GPU_TOPK_PARTS", "1");
@@ -1359,6 +1361,29 @@ static int attn_splits(int n_tok, int n_ctx)
     return (n_ctx + 4095) / 4096;
 }
 
+/* Whether decode attention node i (nh heads of hd, splits along the context, kernel fa) hands
+ * its output converted to the product after it (attn.cu's xq): one token, whole heads in each
+ * 256-block (with splits 1, a block of 256 / hd heads, at most 4 and within fa's thread limit),
+ * and a product of a K format (quant_act's mode 1) reading it with no norm between
+ * (BRASA_GPU_ATTN_Q=0: never, quant_act converts it as before; a measurement). */
+static bool attn_converts(const struct pb *b, int i, int nh, int hd, int splits, CUfunction fa)
+{
+    const struct graph *g = b->g;
+    if (!b->s->attn_q || g->nodes[i].ne[1] != 1 || !b->s->mvd || hd <= 0 || 256 % hd ||
+        (nh * hd) % 256)
+        return false;
+    if (splits == 1) {
+        int mt = 0;
+        if (hd < 64 || b->s->g->d.cuFuncGetAttribute(&mt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                                      fa) || mt < 128 * (256 / hd))
+            return false;
+    }
+    for (int j = i + 1; j < g->n; j++)
+        if (g->nodes[j].op == GOP_MATMUL && g->nodes[j].in[0] == i && b->normsrc[j] < 0)
+            return quant_mode(g->nodes[g->nodes[j].in[1]].type) == 1;
+    return false;
+}
+
 static brasa_status plan_node(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i];
@@ -1545,18 +1570,22 @@ static brasa_status plan_node(struct pb *b, int i)
             break;
         }
         int splits = attn_splits((int)T, n_ctx);
-        /* the scores of a slice (rounded to 4) and q; 2048 floats for the F16 output pass */
-        size_t shm = (((size_t)(n_ctx + splits - 1) / splits + 3) / 4 * 4 + (size_t)hd + 2048) *
-                     sizeof(float);
         int f16 = kc->type == T_F16 && vc->type == T_F16;
         CUfunction fa, fm;
         if ((st = get_attn(g, hd, f16, &fa, &fm, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "attention %s", n->name);
+        /* decode: attention (splits 1: blocks of 256 / hd heads) or its merge converts the rows
+         * for a K-format o product (no quant_act launch between them) */
+        int aq = attn_converts(b, i, nh, hd, splits, fa), ga = aq && splits == 1 ? 256 / hd : 1;
+        /* a group's scores of a slice (rounded to 4) and q; 2048 floats for the F16 output
+         * pass; a group a head of the block */
+        size_t shm = (((size_t)(n_ctx + splits - 1) / splits + 3) / 4 * 4 + (size_t)hd + 2048) *
+                     sizeof(float) * (size_t)ga;
         if (!allow_smem(g, fa, shm))
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "attention %s: %zu bytes of shared "
                               "memory", n->name, shm);
-        if ((l = L(b, -1, fa, "attn", i, (unsigned)T, (unsigned)nh, (unsigned)splits, 128,
-                   (unsigned)shm))) {
+        if ((l = L(b, -1, fa, "attn", i, (unsigned)T, (unsigned)(nh / ga), (unsigned)splits,
+                   128u * (unsigned)ga, (unsigned)shm))) {
             ap(l, in[0]);
             ap(l, K);
             ap(l, V);
@@ -1569,14 +1598,25 @@ static brasa_status plan_node(struct pb *b, int i)
             ai(l, f16);
             ai(l, splits);
             ap(l, b->part);
+            ap(l, aq && splits == 1 ? b->xq : 0);
+            ap(l, aq && splits == 1 ? b->xd : 0);
+            ap(l, aq && splits == 1 ? b->xs : 0);
         }
-        if (l && splits > 1 && (l = L(b, -1, fm, "attn_merge", i, (unsigned)T, (unsigned)nh, 1,
-                                      (unsigned)((hd + 31) / 32 * 32), 0))) {
+        if (l && splits > 1 &&
+            (l = L(b, -1, fm, "attn_merge", i, (unsigned)T, (unsigned)(aq ? nh * hd / 256 : nh), 1,
+                   aq ? 256u : (unsigned)((hd + 31) / 32 * 32), 0))) {
             ap(l, b->part);
             ap(l, out);
             ai(l, nh);
             ai(l, hd);
             ai(l, splits);
+            ap(l, aq ? b->xq : 0);
+            ap(l, aq ? b->xd : 0);
+            ap(l, aq ? b->xs : 0);
+        }
+        if (l && aq) {
+            b->q_src = i;
+            b->q_mode = 1;
         }
         break;
     }

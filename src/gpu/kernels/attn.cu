@@ -6,6 +6,20 @@
 // and cache type are the kernel's arguments.
 #include "common.cuh"
 
+// Block b of token t's row of k values (256 floats in ov) converted by one warp as quant_act's
+// mode 1 (q8k_store)
+__device__ __forceinline__ void q8k_rows(const float *ov, int lane, i8 *xq, float *xd, int *xs,
+                                         int t, int k, int b)
+{
+    float v[8];
+    int q[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        v[j] = ov[lane * 8 + j];
+    q8k_store(v, lane, q, xq + (long long)t * k, xd + (long long)t * (k / 32),
+              xs + (long long)t * (k / 16), b);
+}
+
 // pieces of 16 bytes of a key row in flight at once (F16 cache), and value rows a thread
 // loads before it uses the first: rendered for heads of 128, a row's 16 pieces and 8 rows
 // (one L2 round trip each for contexts up to 128 where there were two)
@@ -18,32 +32,41 @@
 #define AVQ 4
 #endif
 
-// Causal attention over the cache, one block per (query token, head, sequence split).
-// With splits > 1, each block covers a slice of the rows and writes its partial (max, sum,
+// Causal attention over the cache, one group of 128 threads per (query token, head, sequence
+// split), blockDim.x / 128 heads a block (grid.y: heads / that).
+// With splits > 1, each group covers a slice of the rows and writes its partial (max, sum,
 // unnormalised output) to part[]; attn_merge combines them.
-// dynamic shared: (slice + hd) floats, and 2048 more (rounded slice) for an F16 cache with hd
-// 16, 32, 64 or 128 (the output pass's thread groups of hd / 16 must divide the 128 threads).
-// block 128.
+// With xq (decode, splits 1, whole heads a 256-block: a block of 256 / hd groups), the block's
+// rows of O are also converted for the next product as quant_act's mode 1 would (the K
+// formats' int8 values and a d a 256-block, q8k_store): the same floats, so the same bytes, with
+// no quant_act launch between attention and the o product.
+// dynamic shared, a group's: (slice + hd) floats, and 2048 more (rounded slice) for an F16
+// cache with hd 16, 32, 64 or 128 (the output pass's thread groups of hd / 16 must divide the
+// 128 threads).
 extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, float *O,
                                 const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
-                                int splits, float *part)
+                                int splits, float *part, i8 *xq, float *xd, int *xs)
 {
 #ifdef AHD
     hd = AHD;
     kv_f16 = AF16;
 #endif
-    extern __shared__ float sm[];
+    extern __shared__ float smb[];
     __shared__ float red[32];
     __shared__ double redd[32];
-    int t = blockIdx.x, h = blockIdx.y, sp = blockIdx.z;
+    __shared__ float ov[256];
+    const int tid = threadIdx.x & 127, gq = threadIdx.x >> 7;
+    int t = blockIdx.x, h = blockIdx.y * (blockDim.x >> 7) + gq, sp = blockIdx.z;
     // (pos is copied in before the step's first kernel: it may be read before the wait)
     int npos = pos[0] + t + 1, kvw = nkv * hd, kvh = h / (nh / nkv);
     int chunk = (npos + splits - 1) / splits;
     int j0 = sp * chunk, j1 = min(npos, j0 + chunk);
+    // the group's shared memory (every group of the block has the same slice)
+    float *sm = smb + gq * (hd + ((j1 - j0 + 3) & ~3) + (kv_f16 ? 2048 : 0));
     // the slice's key and value rows start for L2 while the previous kernel (which writes
     // the newest rows) finishes: the loads after the wait then find them there
     const int es = kv_f16 ? 2 : 4;
-    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x)
+    for (int j = j0 + tid; j < j1; j += 128)
         for (int o = 0; o < hd * es; o += 128) {
             const long long off = ((long long)j * kvw + (long long)kvh * hd) * es + o;
             prefetch_l2((const char *)Kc + off);
@@ -53,14 +76,14 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     pdl_launch();
     float *qv = sm, *sc = sm + hd;
     const float *q = Q + ((long long)t * nh + h) * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x)
+    for (int d = tid; d < hd; d += 128)
         qv[d] = kv_f16 ? round_h(q[d]) : q[d];
     __syncthreads();
     // scores: a thread per cache row, the row read in 16-byte pieces (q from shared memory),
     // 8 pieces issued before the first is used where hd allows (one at a time, the 7B
     // decode step spent about 10 us a layer here, most of it waiting on 16 loads in turn)
     float mx = -INFINITY;
-    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+    for (int j = j0 + tid; j < j1; j += 128) {
         float s = 0;
         if (kv_f16) {
             const u16 *kr = (const u16 *)Kc + (long long)j * kvw + kvh * hd;
@@ -123,23 +146,23 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         mx = fmaxf(mx, s);
     }
     __syncthreads();
-    mx = block_max(mx, red);
+    mx = group_max<4>(mx, red);
     double sum = 0;
-    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+    for (int j = j0 + tid; j < j1; j += 128) {
         float e = expf(sc[j - j0] - mx);
         sc[j - j0] = e;
         sum += e;
     }
-    sum = block_sum_d(sum, redd);
+    sum = group_sum_d<4>(sum, redd);
     float inv = splits == 1 ? (float)(1.0 / sum) : 1.0f;
     // this block's output: the head's row of O, or (splits > 1) its partial after (max, sum)
     float *orow = splits == 1 ? O + ((long long)t * nh + h) * hd
                               : part + (((long long)t * nh + h) * splits + sp) * (hd + 2) + 2;
-    if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128) && blockDim.x == 128) {
+    if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128)) {
         // output, F16 cache: thread = (row group, 16 columns); each reads its rows' 32-byte
         // pieces (two rows at a time), then the row groups' sums are added in shared memory
         // (red2: 2048 floats after the scores)
-        const int ncg = hd / 16, nrg = 128 / ncg, cg = threadIdx.x % ncg, rg = threadIdx.x / ncg;
+        const int ncg = hd / 16, nrg = 128 / ncg, cg = tid % ncg, rg = tid / ncg;
         float o[16];
 #pragma unroll
         for (int i = 0; i < 16; i++)
@@ -182,15 +205,17 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         for (int i = 0; i < 16; i++)
             red2[rg * hd + cg * 16 + i] = o[i];
         __syncthreads();
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        for (int d = tid; d < hd; d += 128) {
             float v = 0.0f;
             for (int r = 0; r < nrg; r++)
                 v += red2[r * hd + d];
             orow[d] = v;
+            if (xq)
+                ov[gq * hd + d] = v;
         }
     } else {
         // output: a thread per element, 8 cache rows' values loaded before they are used
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        for (int d = tid; d < hd; d += 128) {
             float o = 0;
             int j = j0;
             for (; j + 8 <= j1; j += 8) {
@@ -218,23 +243,38 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                 }
             }
             orow[d] = o;
+            if (xq)
+                ov[gq * hd + d] = o;
         }
     }
-    if (splits > 1 && threadIdx.x == 0) {
+    if (splits > 1 && tid == 0) {
         orow[-2] = j1 > j0 ? mx : -INFINITY;
         orow[-1] = (float)sum;
     }
+    if (xq) { // (splits 1, a block of 256 / hd heads)
+        __syncthreads();
+        if (threadIdx.x < 32)
+            q8k_rows(ov, threadIdx.x, xq, xd, xs, t, nh * hd, blockIdx.y);
+    }
 }
 
-// grid (n_tok, nh), block hd
-extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int hd, int splits)
+// grid (n_tok, nh), block hd (rounded up to a warp). With xq (decode, heads that tile 256
+// values): grid (n_tok, nh hd / 256), block 256, and the merged rows are also converted for the
+// next product as quant_act's mode 1 would (the K formats' int8 values with a d a 256-block,
+// q8k_store): the same floats, so the same bytes, with no quant_act launch between attention
+// and the o product.
+extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int hd, int splits,
+                                      i8 *xq, float *xd, int *xs)
 {
 #ifdef AHD
     hd = AHD;
 #endif
+    __shared__ float ov[256];
     pdl_wait();
     pdl_launch();
-    int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    const int t = blockIdx.x;
+    const int e = xq ? (int)blockIdx.y * 256 + (int)threadIdx.x : (int)threadIdx.x;
+    const int h = xq ? e / hd : (int)blockIdx.y, d = xq ? e % hd : (int)threadIdx.x;
     const float *pp = part + ((long long)t * nh + h) * splits * (hd + 2);
     float mx = -INFINITY;
     for (int s = 0; s < splits; s++)
@@ -249,6 +289,13 @@ extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int h
         sum += (double)pp[s * (hd + 2) + 1] * f;
         o += pp[s * (hd + 2) + 2 + d] * f;
     }
+    o *= (float)(1.0 / sum);
     if (d < hd)
-        O[((long long)t * nh + h) * hd + d] = o * (float)(1.0 / sum);
+        O[((long long)t * nh + h) * hd + d] = o;
+    if (!xq)
+        return;
+    ov[threadIdx.x] = o;
+    __syncthreads();
+    if (threadIdx.x < 32)
+        q8k_rows(ov, threadIdx.x, xq, xd, xs, t, nh * hd, blockIdx.y);
 }

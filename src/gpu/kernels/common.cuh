@@ -94,6 +94,31 @@ __device__ __forceinline__ float block_max(float v, float *sh)
     return warp_max(v);
 }
 
+// block_sum_d and block_max over each group of GW consecutive warps (every thread of the block
+// takes part; sh holds 32 entries)
+template <int GW> __device__ __forceinline__ double group_sum_d(double v, double *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < GW ? sh[w / GW * GW + lane] : 0.0;
+    return warp_sum_d(v);
+}
+template <int GW> __device__ __forceinline__ float group_max(float v, float *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < GW ? sh[w / GW * GW + lane] : -INFINITY;
+    return warp_max(v);
+}
+
 // A thread's share of the sum of squares of x4[0 .. n4) (16-byte aligned), in double: elements
 // t, t + nt, ... (t = threadIdx.x, nt threads), NL loads of 16 bytes issued before any is added,
 // so the sum waits on L2's latency once a round, not once a value. The RMSNorm's sum (with
