@@ -261,10 +261,11 @@ static void gpu_run_close(struct gpu_run *t)
 }
 
 /* Decode logits of the fixtures of one type (e.g. "Q4_K_M") through two sessions of n_ctx
- * positions, the second opened with the environment pairs env (name, value, ..., NULL) set: at
- * most tol apart (relative to the largest logit; 0: bit for bit). */
+ * positions after a prompt of np tokens (5 or more), the second opened with the environment
+ * pairs env (name, value, ..., NULL) set: at most tol apart (relative to the largest logit; 0:
+ * bit for bit). */
 static void decode_pair_ctx(const char *type, const char *const *env, double tol, const char *what,
-                            int n_ctx)
+                            int n_ctx, int np)
 {
     for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
         char rel[128];
@@ -284,13 +285,18 @@ static void decode_pair_ctx(const char *type, const char *const *env, double tol
         for (int e = 0; env[e]; e += 2)
             unsetenv(env[e]);
         REQUIRE(st == BRASA_OK);
-        int32_t prompt[5] = {1, 20, 300, 40, 5};
-        struct brasa_err err = {{0}};
-        CHECKF(brasa_session_eval(s1, prompt, 5, NULL, &err) == BRASA_OK, "%s", err.msg);
-        CHECKF(brasa_session_eval(s2, prompt, 5, NULL, &err) == BRASA_OK, "%s", err.msg);
-        double worst = 0;
         struct brasa_model_info info;
         brasa_model_get_info(m1, &info);
+        int32_t *prompt = malloc((size_t)np * sizeof *prompt);
+        REQUIRE(prompt);
+        const int32_t head[5] = {1, 20, 300, 40, 5};
+        for (int i = 0; i < np; i++)
+            prompt[i] = i < 5 ? head[i] : (int32_t)((i * 7919 + 13) % info.n_vocab);
+        struct brasa_err err = {{0}};
+        CHECKF(brasa_session_eval(s1, prompt, np, NULL, &err) == BRASA_OK, "%s", err.msg);
+        CHECKF(brasa_session_eval(s2, prompt, np, NULL, &err) == BRASA_OK, "%s", err.msg);
+        free(prompt);
+        double worst = 0;
         for (int k = 0; k < 16; k++) {
             int32_t id = (int32_t)((k * 37 + 11) % info.n_vocab);
             CHECKF(brasa_session_eval(s1, &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
@@ -317,7 +323,7 @@ static void decode_pair_ctx(const char *type, const char *const *env, double tol
 
 static void decode_pair(const char *type, const char *const *env, double tol, const char *what)
 {
-    decode_pair_ctx(type, env, tol, what, 512);
+    decode_pair_ctx(type, env, tol, what, 512, 5);
 }
 
 /* Decode logits of the graph executor and of the eager one (without programmatic dependent
@@ -343,8 +349,9 @@ TEST(decode_conversion_in_product)
     decode_pair("Q8_0", env, 1e-5, "in-product and quant_act conversion");
 }
 
-/* Decode attention converting its rows for the K formats' o product (attn.cu's xq): at 512
- * positions (one pass, blocks of 256 / hd heads) and at 2048 (split along the context, the
+/* Decode attention converting its rows for the K formats' o product (attn.cu's xq): in a
+ * context of 512 positions (one pass, blocks of 256 / hd heads) and of 2048 (split along the
+ * context: after a prompt of 5 tokens the one split's row of O, after 1,100 three splits, the
  * merge converting), against quant_act converting them: the same floats through the same steps,
  * so the same logits bit for bit; graph == eager at 2048; and a quant_act launch a layer fewer
  * in the decode plans. */
@@ -354,14 +361,15 @@ TEST(decode_conversion_in_attention)
         SKIP("no GPU driver or device");
     static const char *const env[] = {"BRASA_GPU_ATTN_Q", "0", NULL};
     static const char *const eager[] = {"BRASA_GPU_GRAPH", "0", "BRASA_GPU_PDL", "0", NULL};
-    const int ctx[2] = {512, 2048};
-    for (int c = 0; c < 2; c++) {
-        char what[64];
-        snprintf(what, sizeof what, "attention and quant_act conversion, %d positions", ctx[c]);
-        decode_pair_ctx("Q4_K_M", env, 0, what, ctx[c]);
-        decode_pair_ctx("Q6_K", env, 0, what, ctx[c]);
+    const int ctx[3] = {512, 2048, 2048}, np[3] = {5, 5, 1100};
+    for (int c = 0; c < 3; c++) {
+        char what[96];
+        snprintf(what, sizeof what, "attention and quant_act conversion, %d of %d positions",
+                 np[c], ctx[c]);
+        decode_pair_ctx("Q4_K_M", env, 0, what, ctx[c], np[c]);
+        decode_pair_ctx("Q6_K", env, 0, what, ctx[c], np[c]);
     }
-    decode_pair_ctx("Q4_K_M", eager, 0, "graph and eager, 2048 positions", 2048);
+    decode_pair_ctx("Q4_K_M", eager, 0, "graph and eager, 1100 of 2048 positions", 2048, 1100);
     const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
     if (!test_file_exists(path))
         return;
@@ -449,8 +457,8 @@ TEST(decode_rope_in_products)
     }
 }
 
-/* A 2048-position context (attention split along the sequence in decode) and an F16 cache,
- * against the CPU backend with the same cache type. */
+/* A 2048-position context and an F16 cache (decode attention split along the sequence in
+ * three after the 1,100-token prompt), against the CPU backend with the same cache type. */
 TEST(long_context_f16_cache)
 {
     if (!gpu_present())
@@ -467,7 +475,7 @@ TEST(long_context_f16_cache)
         REQUIRE(open_model(p, BRASA_BACKEND_CUDA, &mg, &sg, 2048, BRASA_KV_F16) == BRASA_OK);
         REQUIRE(open_model(p, BRASA_BACKEND_CPU, &mc, &sc, 2048, BRASA_KV_F16) == BRASA_OK);
         unsigned long long seed = test_seed();
-        int n = 300;
+        int n = 1100;
         int32_t *tok = malloc((size_t)n * 4);
         for (int i = 0; i < n; i++)
             tok[i] = (int32_t)(test_rand_u64(&seed) % 1000);
@@ -484,7 +492,7 @@ TEST(long_context_f16_cache)
             e = fmax(e, rel_err(brasa_session_logits(sg), brasa_session_logits(sc),
                                 brasa_session_logits(sc), (size_t)info.n_vocab));
         }
-        printf("  %s, 2048 ctx, F16 cache, 300 + 8 tokens: GPU vs CPU %.2e\n", files[f], e);
+        printf("  %s, 2048 ctx, F16 cache, 1100 + 8 tokens: GPU vs CPU %.2e\n", files[f], e);
         CHECKF(e < 5e-2, "%s: GPU vs CPU %.3g", files[f], e);
         free(tok);
         brasa_session_free(sg);

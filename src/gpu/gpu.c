@@ -1352,6 +1352,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
     return BRASA_OK;
 }
 
+/* Attention's grid splits along the cache (attn.cu): decode a split a 512 positions of the
+ * context, up to 16; a token takes only those its positions fill (eff_splits, one a 512 rows:
+ * ASPLIT) */
 static int attn_splits(int n_tok, int n_ctx)
 {
     if (n_tok == 1) {
@@ -1610,6 +1613,7 @@ static brasa_status plan_node(struct pb *b, int i)
             ai(l, nh);
             ai(l, hd);
             ai(l, splits);
+            ap(l, b->s->d_pos);
             ap(l, aq ? b->xq : 0);
             ap(l, aq ? b->xd : 0);
             ap(l, aq ? b->xs : 0);

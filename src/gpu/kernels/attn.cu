@@ -32,10 +32,20 @@ __device__ __forceinline__ void q8k_rows(const float *ov, int lane, i8 *xq, floa
 #define AVQ 4
 #endif
 
+// cache rows a split takes (the host's attn_splits: a split a ASPLIT positions of the context)
+#define ASPLIT 512
+__device__ __forceinline__ int eff_splits(int npos, int splits)
+{
+    return min(splits, (npos + ASPLIT - 1) / ASPLIT);
+}
+
 // Causal attention over the cache, one group of 128 threads per (query token, head, sequence
 // split), blockDim.x / 128 heads a block (grid.y: heads / that).
 // With splits > 1, each group covers a slice of the rows and writes its partial (max, sum,
-// unnormalised output) to part[]; attn_merge combines them.
+// unnormalised output) to part[]; attn_merge combines them. The grid's splits are for the whole
+// context; a token at npos positions takes only eff_splits of them (one a ASPLIT rows), the
+// others return at once, and with one the first writes the row of O itself as without splits
+// (the same steps: the same bytes as a context that is never split).
 // With xq (decode, splits 1, whole heads a 256-block: a block of 256 / hd groups), the block's
 // rows of O are also converted for the next product as quant_act's mode 1 would (the K
 // formats' int8 values and a d a 256-block, q8k_store): the same floats, so the same bytes, with
@@ -59,7 +69,10 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     int t = blockIdx.x, h = blockIdx.y * (blockDim.x >> 7) + gq, sp = blockIdx.z;
     // (pos is copied in before the step's first kernel: it may be read before the wait)
     int npos = pos[0] + t + 1, kvw = nkv * hd, kvh = h / (nh / nkv);
-    int chunk = (npos + splits - 1) / splits;
+    const int eff = eff_splits(npos, splits), one = eff == 1;
+    if (sp >= eff)
+        return;
+    int chunk = (npos + eff - 1) / eff;
     int j0 = sp * chunk, j1 = min(npos, j0 + chunk);
     // the group's shared memory (every group of the block has the same slice)
     float *sm = smb + gq * (hd + ((j1 - j0 + 3) & ~3) + (kv_f16 ? 2048 : 0));
@@ -154,10 +167,10 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         sum += e;
     }
     sum = group_sum_d<4>(sum, redd);
-    float inv = splits == 1 ? (float)(1.0 / sum) : 1.0f;
-    // this block's output: the head's row of O, or (splits > 1) its partial after (max, sum)
-    float *orow = splits == 1 ? O + ((long long)t * nh + h) * hd
-                              : part + (((long long)t * nh + h) * splits + sp) * (hd + 2) + 2;
+    float inv = one ? (float)(1.0 / sum) : 1.0f;
+    // this block's output: the head's row of O, or (eff > 1) its partial after (max, sum)
+    float *orow = one ? O + ((long long)t * nh + h) * hd
+                      : part + (((long long)t * nh + h) * splits + sp) * (hd + 2) + 2;
     if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128)) {
         // output, F16 cache: thread = (row group, 16 columns); each reads its rows' 32-byte
         // pieces (two rows at a time), then the row groups' sums are added in shared memory
@@ -183,7 +196,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                     a[q][0] = *(const uint4 *)r;
                     a[q][1] = *(const uint4 *)(r + 8);
                     pr[q] = sc[jq - j0] * inv;
-                    if (splits == 1)
+                    if (one)
                         pr[q] = round_h(pr[q]);
                 }
             }
@@ -228,7 +241,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
 #pragma unroll
                 for (int u = 0; u < 8; u++) {
                     float p = sc[j + u - j0] * inv;
-                    if (kv_f16 && splits == 1)
+                    if (kv_f16 && one)
                         p = round_h(p);
                     o += p * v[u];
                 }
@@ -236,7 +249,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             for (; j < j1; j++) {
                 float p = sc[j - j0] * inv;
                 if (kv_f16) {
-                    p = splits == 1 ? round_h(p) : p;
+                    p = one ? round_h(p) : p;
                     o += p * h2f(((const u16 *)Vc)[(long long)j * kvw + kvh * hd + d]);
                 } else {
                     o += p * ((const float *)Vc)[(long long)j * kvw + kvh * hd + d];
@@ -247,7 +260,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                 ov[gq * hd + d] = o;
         }
     }
-    if (splits > 1 && tid == 0) {
+    if (!one && tid == 0) {
         orow[-2] = j1 > j0 ? mx : -INFINITY;
         orow[-1] = (float)sum;
     }
@@ -262,9 +275,10 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
 // values): grid (n_tok, nh hd / 256), block 256, and the merged rows are also converted for the
 // next product as quant_act's mode 1 would (the K formats' int8 values with a d a 256-block,
 // q8k_store): the same floats, so the same bytes, with no quant_act launch between attention
-// and the o product.
+// and the o product. A token that took one split (eff_splits) has its row of O from attn: with
+// xq it is converted, else there is nothing to do.
 extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int hd, int splits,
-                                      i8 *xq, float *xd, int *xs)
+                                      const int *pos, i8 *xq, float *xd, int *xs)
 {
 #ifdef AHD
     hd = AHD;
@@ -272,26 +286,32 @@ extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int h
     __shared__ float ov[256];
     pdl_wait();
     pdl_launch();
-    const int t = blockIdx.x;
+    const int t = blockIdx.x, eff = eff_splits(pos[0] + t + 1, splits);
     const int e = xq ? (int)blockIdx.y * 256 + (int)threadIdx.x : (int)threadIdx.x;
     const int h = xq ? e / hd : (int)blockIdx.y, d = xq ? e % hd : (int)threadIdx.x;
-    const float *pp = part + ((long long)t * nh + h) * splits * (hd + 2);
-    float mx = -INFINITY;
-    for (int s = 0; s < splits; s++)
-        mx = fmaxf(mx, pp[s * (hd + 2)]);
-    double sum = 0;
     float o = 0;
-    for (int s = 0; s < splits; s++) {
-        float m = pp[s * (hd + 2)];
-        if (m == -INFINITY)
-            continue;
-        float f = expf(m - mx);
-        sum += (double)pp[s * (hd + 2) + 1] * f;
-        o += pp[s * (hd + 2) + 2 + d] * f;
+    if (eff == 1) {
+        if (!xq)
+            return;
+        o = O[((long long)t * nh + h) * hd + d];
+    } else {
+        const float *pp = part + ((long long)t * nh + h) * splits * (hd + 2);
+        float mx = -INFINITY;
+        for (int s = 0; s < eff; s++)
+            mx = fmaxf(mx, pp[s * (hd + 2)]);
+        double sum = 0;
+        for (int s = 0; s < eff; s++) {
+            float m = pp[s * (hd + 2)];
+            if (m == -INFINITY)
+                continue;
+            float f = expf(m - mx);
+            sum += (double)pp[s * (hd + 2) + 1] * f;
+            o += pp[s * (hd + 2) + 2 + d] * f;
+        }
+        o *= (float)(1.0 / sum);
+        if (d < hd)
+            O[((long long)t * nh + h) * hd + d] = o;
     }
-    o *= (float)(1.0 / sum);
-    if (d < hd)
-        O[((long long)t * nh + h) * hd + d] = o;
     if (!xq)
         return;
     ov[threadIdx.x] = o;
