@@ -351,10 +351,11 @@ TEST(decode_conversion_in_product)
 
 /* Decode attention converting its rows for the K formats' o product (attn.cu's xq): in a
  * context of 512 positions (one pass, blocks of 256 / hd heads) and of 2048 (split along the
- * context: after a prompt of 5 tokens the one split's row of O, after 1,100 three splits, the
- * merge converting), against quant_act converting them: the same floats through the same steps,
- * so the same logits bit for bit; graph == eager at 2048; and a quant_act launch a layer fewer
- * in the decode plans. */
+ * context: after a prompt of 5 tokens one split writes the row, after 1,100 three splits, the
+ * last block of each merging them), against quant_act converting them: the same floats through
+ * the same steps, so the same logits bit for bit. The splits merged in attention against the
+ * attn_merge launch, bit for bit; graph == eager at 2048; and in the decode plans a quant_act
+ * launch a layer fewer, and no attn_merge launch. */
 TEST(decode_conversion_in_attention)
 {
     if (!gpu_present())
@@ -369,12 +370,16 @@ TEST(decode_conversion_in_attention)
         decode_pair_ctx("Q4_K_M", env, 0, what, ctx[c], np[c]);
         decode_pair_ctx("Q6_K", env, 0, what, ctx[c], np[c]);
     }
+    static const char *const merge[] = {"BRASA_GPU_ATTN_MERGE", "1", NULL};
+    decode_pair_ctx("Q4_K_M", merge, 0, "merged in attention and by attn_merge", 2048, 1100);
+    decode_pair_ctx("Q8_0", merge, 0, "merged in attention and by attn_merge", 2048, 1100);
     decode_pair_ctx("Q4_K_M", eager, 0, "graph and eager, 1100 of 2048 positions", 2048, 1100);
+    decode_pair_ctx("Q8_0", eager, 0, "graph and eager, 1100 of 2048 positions", 2048, 1100);
     const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
     if (!test_file_exists(path))
         return;
     for (int c = 0; c < 2; c++) {
-        int n[2] = {0, 0}, nl = 0;
+        int n[2] = {0, 0}, nm[2] = {0, 0}, nl = 0;
         for (int off = 0; off < 2; off++) {
             struct brasa_err err = {{0}};
             struct gpu *g = NULL;
@@ -382,15 +387,19 @@ TEST(decode_conversion_in_attention)
             struct gpu_run w;
             memset(&w, 0, sizeof w);
             REQUIRE(gpu_open(&g, NULL, &err) == BRASA_OK && gpu_make_current(g, &err) == BRASA_OK);
-            if (off)
+            if (off) {
                 setenv("BRASA_GPU_ATTN_Q", "0", 1);
+                setenv("BRASA_GPU_ATTN_MERGE", "1", 1);
+            }
             brasa_status st = gguf_open(&f, path, &err);
             if (st == BRASA_OK && (st = mdl_load(&w.m, f, &err)) == BRASA_OK)
                 st = gpu_run_open(&w, g, NULL, NULL, 6, ctx[c], &err);
             unsetenv("BRASA_GPU_ATTN_Q");
+            unsetenv("BRASA_GPU_ATTN_MERGE");
             CHECKF(st == BRASA_OK, "llama.Q4_K_M: %s", err.msg);
             if (st == BRASA_OK) {
                 n[off] = gpu_sess_launches(w.s, &w.gr[1], "quant_act");
+                nm[off] = gpu_sess_launches(w.s, &w.gr[1], "attn_merge");
                 nl = w.m.hp.n_layer;
             }
             gpu_run_close(&w);
@@ -398,10 +407,13 @@ TEST(decode_conversion_in_attention)
                 gguf_close(f);
             gpu_close(g);
         }
-        printf("  llama.Q4_K_M, %d positions: quant_act launches in decode %d (BRASA_GPU_ATTN_Q=0:"
-               " %d, %d layers)\n", ctx[c], n[0], n[1], nl);
+        printf("  llama.Q4_K_M, %d positions, %d layers: decode launches of quant_act %d, "
+               "attn_merge %d (BRASA_GPU_ATTN_Q=0 BRASA_GPU_ATTN_MERGE=1: %d, %d)\n", ctx[c], nl,
+               n[0], nm[0], n[1], nm[1]);
         CHECKF(n[1] - n[0] == nl, "%d positions: %d quant_act launches, %d with "
                "BRASA_GPU_ATTN_Q=0 (%d layers)", ctx[c], n[0], n[1], nl);
+        CHECKF(nm[0] == 0 && nm[1] == (ctx[c] > 512 ? nl : 0), "%d positions: %d attn_merge "
+               "launches, %d with BRASA_GPU_ATTN_MERGE=1 (%d layers)", ctx[c], nm[0], nm[1], nl);
     }
 }
 

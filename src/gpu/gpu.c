@@ -199,6 +199,7 @@ static int env_int(const char *name, int def);
 /* mmt.cu split along k: at most this many partial tiles (blocks) a launch, each of at most
  * MMT_TILE_FLOATS floats (128 x 128 F16 tiles: 64 values for each of 256 threads) */
 #define MMT_SPLIT_TILES 256
+#define ATTN_CNT 256 /* d_cnt's counts after mmt's: decode attention's, a block row of heads */
 #define MMT_TILE_FLOATS (256 * 64)
 #define MMT_STAGE_BYTES (2 * 128 * 40 * 2) /* mmt.cu F16 / BF16: one stage of tiles */
 #define MMT_KF_BYTES (2 * (64 + 128) * 72 * 2) /* mmt.cu Q4_K / Q5_K on F16: two stages */
@@ -221,7 +222,8 @@ struct gpu_sess {
                               * decode RoPE's table of cos and sin (plan.rope_half), the
                               * batch's tokens */
     CUdeviceptr d_pos, d_cs, d_tok; /* into d_io */
-    CUdeviceptr d_cnt;       /* [MMT_SPLIT_TILES] int32, zero between launches: mmt's counts */
+    CUdeviceptr d_cnt;       /* [MMT_SPLIT_TILES + ATTN_CNT] int32, zero between launches: mmt's
+                              * counts, then decode attention's */
     int tok_cap;
     int32_t *h_io;           /* pinned staging of d_io */
     struct plan plans[MAX_PLANS];
@@ -238,7 +240,8 @@ struct gpu_sess {
     const char *dump;
     bool use_graph, fuse;
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
-    int attn_q;              /* decode attention's merge converts the o product's input */
+    int attn_q;              /* decode attention converts the o product's input */
+    int attn_inmerge;        /* decode attention merges its splits (no attn_merge launch) */
     int rope_fuse;           /* decode RoPE in the q/k/v products: 1 where they are small
                               * (rope_into_products), 0 never, 2 always
                               * (BRASA_GPU_ROPE_FUSE) */
@@ -762,6 +765,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->rope_fuse = env_int("BRASA_GPU_ROPE_FUSE", 1);
     s->attn_q = !env_is("BRASA_GPU_ATTN_Q", "0");
+    s->attn_inmerge = !env_is("BRASA_GPU_ATTN_MERGE", "1");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
     s->head_nr = env_int("BRASA_GPU_MVD_HEAD_NR", 0);
     s->tk_one = env_is("BRASA_GPU_TOPK_PARTS", "1");
@@ -1364,18 +1368,18 @@ static int attn_splits(int n_tok, int n_ctx)
     return (n_ctx + 4095) / 4096;
 }
 
-/* Whether decode attention node i (nh heads of hd, splits along the context, kernel fa) hands
- * its output converted to the product after it (attn.cu's xq): one token, whole heads in each
- * 256-block (with splits 1, a block of 256 / hd heads, at most 4 and within fa's thread limit),
- * and a product of a K format (quant_act's mode 1) reading it with no norm between
- * (BRASA_GPU_ATTN_Q=0: never, quant_act converts it as before; a measurement). */
-static bool attn_converts(const struct pb *b, int i, int nh, int hd, int splits, CUfunction fa)
+/* Whether decode attention node i (nh heads of hd, kernel fa) hands its output converted to
+ * the product after it (attn.cu's xq): one token, whole heads in each 256-block (with grouped,
+ * a block of 256 / hd heads, at most 4 and within fa's thread limit), and a product of a K
+ * format (quant_act's mode 1) reading it with no norm between (BRASA_GPU_ATTN_Q=0: never,
+ * quant_act converts it as before; a measurement). */
+static bool attn_converts(const struct pb *b, int i, int nh, int hd, bool grouped, CUfunction fa)
 {
     const struct graph *g = b->g;
     if (!b->s->attn_q || g->nodes[i].ne[1] != 1 || !b->s->mvd || hd <= 0 || 256 % hd ||
         (nh * hd) % 256)
         return false;
-    if (splits == 1) {
+    if (grouped) {
         int mt = 0;
         if (hd < 64 || b->s->g->d.cuFuncGetAttribute(&mt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                                       fa) || mt < 128 * (256 / hd))
@@ -1577,9 +1581,13 @@ static brasa_status plan_node(struct pb *b, int i)
         CUfunction fa, fm;
         if ((st = get_attn(g, hd, f16, &fa, &fm, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "attention %s", n->name);
-        /* decode: attention (splits 1: blocks of 256 / hd heads) or its merge converts the rows
-         * for a K-format o product (no quant_act launch between them) */
-        int aq = attn_converts(b, i, nh, hd, splits, fa), ga = aq && splits == 1 ? 256 / hd : 1;
+        /* decode: split along the context, attention's last block of each merges the splits
+         * (no attn_merge launch; BRASA_GPU_ATTN_MERGE=1: the launch, a measurement). And
+         * attention (in blocks of 256 / hd heads), or where the merge is a launch that,
+         * converts the rows for a K-format o product (no quant_act launch between them). */
+        int inm = T == 1 && splits > 1 && b->s->attn_inmerge && nh <= ATTN_CNT;
+        int grp = splits == 1 || inm, aq = attn_converts(b, i, nh, hd, grp, fa);
+        int ga = aq && grp ? 256 / hd : 1;
         /* a group's scores of a slice (rounded to 4) and q; 2048 floats for the F16 output
          * pass; a group a head of the block */
         size_t shm = (((size_t)(n_ctx + splits - 1) / splits + 3) / 4 * 4 + (size_t)hd + 2048) *
@@ -1601,11 +1609,12 @@ static brasa_status plan_node(struct pb *b, int i)
             ai(l, f16);
             ai(l, splits);
             ap(l, b->part);
-            ap(l, aq && splits == 1 ? b->xq : 0);
-            ap(l, aq && splits == 1 ? b->xd : 0);
-            ap(l, aq && splits == 1 ? b->xs : 0);
+            ap(l, aq && grp ? b->xq : 0);
+            ap(l, aq && grp ? b->xd : 0);
+            ap(l, aq && grp ? b->xs : 0);
+            ap(l, inm ? b->s->d_cnt + MMT_SPLIT_TILES * 4 : 0);
         }
-        if (l && splits > 1 &&
+        if (l && splits > 1 && !inm &&
             (l = L(b, -1, fm, "attn_merge", i, (unsigned)T, (unsigned)(aq ? nh * hd / 256 : nh), 1,
                    aq ? 256u : (unsigned)((hd + 31) / 32 * 32), 0))) {
             ap(l, b->part);
@@ -1960,7 +1969,7 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         s->ws_gen++; /* plans hold the token buffer's address */
     }
     if (!s->d_cnt) {
-        size_t nb = MMT_SPLIT_TILES * 4;
+        size_t nb = (MMT_SPLIT_TILES + ATTN_CNT) * 4;
         if ((st = gmem_alloc(&gp->mem, &s->d_cnt, nb, "split counts", "session", err)) ||
             (st = DRV_CALL(&gp->d, err, cuMemsetD8Async, s->d_cnt, 0, nb, s->st)))
             return st;

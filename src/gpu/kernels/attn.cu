@@ -6,6 +6,28 @@
 // and cache type are the kernel's arguments.
 #include "common.cuh"
 
+// Element d of head h of token t merged from its eff splits' partials (part, attn's layout for
+// splits), read from L2: they may come from other blocks of the running grid
+__device__ __forceinline__ float merge_row(const float *part, int t, int nh, int h, int hd,
+                                           int splits, int eff, int d)
+{
+    const float *pp = part + ((long long)t * nh + h) * splits * (hd + 2);
+    float mx = -INFINITY;
+    for (int s = 0; s < eff; s++)
+        mx = fmaxf(mx, ld_cg(pp + s * (hd + 2)));
+    double sum = 0;
+    float o = 0;
+    for (int s = 0; s < eff; s++) {
+        float m = ld_cg(pp + s * (hd + 2));
+        if (m == -INFINITY)
+            continue;
+        float f = expf(m - mx);
+        sum += (double)ld_cg(pp + s * (hd + 2) + 1) * f;
+        o += ld_cg(pp + s * (hd + 2) + 2 + d) * f;
+    }
+    return o * (float)(1.0 / sum);
+}
+
 // Block b of token t's row of k values (256 floats in ov) converted by one warp as quant_act's
 // mode 1 (q8k_store)
 __device__ __forceinline__ void q8k_rows(const float *ov, int lane, i8 *xq, float *xd, int *xs,
@@ -46,16 +68,18 @@ __device__ __forceinline__ int eff_splits(int npos, int splits)
 // context; a token at npos positions takes only eff_splits of them (one a ASPLIT rows), the
 // others return at once, and with one the first writes the row of O itself as without splits
 // (the same steps: the same bytes as a context that is never split).
-// With xq (decode, splits 1, whole heads a 256-block: a block of 256 / hd groups), the block's
-// rows of O are also converted for the next product as quant_act's mode 1 would (the K
-// formats' int8 values and a d a 256-block, q8k_store): the same floats, so the same bytes, with
-// no quant_act launch between attention and the o product.
+// With cnt (decode), the block that finishes last merges its heads' splits itself (no
+// attn_merge launch; cnt: a zero count a block row of the grid, left at zero).
+// With xq (decode, whole heads a 256-block: a block of 256 / hd groups, with one split or with
+// cnt), the block's rows of O are also converted for the next product as quant_act's mode 1
+// would (the K formats' int8 values and a d a 256-block, q8k_store): the same floats, so the
+// same bytes, with no quant_act launch between attention and the o product.
 // dynamic shared, a group's: (slice + hd) floats, and 2048 more (rounded slice) for an F16
 // cache with hd 16, 32, 64 or 128 (the output pass's thread groups of hd / 16 must divide the
 // 128 threads).
 extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, float *O,
                                 const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
-                                int splits, float *part, i8 *xq, float *xd, int *xs)
+                                int splits, float *part, i8 *xq, float *xd, int *xs, int *cnt)
 {
 #ifdef AHD
     hd = AHD;
@@ -264,7 +288,28 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         orow[-2] = j1 > j0 ? mx : -INFINITY;
         orow[-1] = (float)sum;
     }
-    if (xq) { // (splits 1, a block of 256 / hd heads)
+    if (!one && cnt) {
+        // the block that finishes its heads' splits last merges them, as attn_merge would
+        // (the count back to 0 for the next token and layer)
+        __shared__ int last;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0)
+            last = atomicAdd(&cnt[blockIdx.y], 1) == eff - 1;
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();
+        for (int d = tid; d < hd; d += 128) {
+            const float o = merge_row(part, t, nh, h, hd, splits, eff, d);
+            O[((long long)t * nh + h) * hd + d] = o;
+            if (xq)
+                ov[gq * hd + d] = o;
+        }
+        if (threadIdx.x == 0)
+            cnt[blockIdx.y] = 0;
+    }
+    if (xq) { // (a block of 256 / hd heads)
         __syncthreads();
         if (threadIdx.x < 32)
             q8k_rows(ov, threadIdx.x, xq, xd, xs, t, nh * hd, blockIdx.y);
@@ -295,20 +340,7 @@ extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int h
             return;
         o = O[((long long)t * nh + h) * hd + d];
     } else {
-        const float *pp = part + ((long long)t * nh + h) * splits * (hd + 2);
-        float mx = -INFINITY;
-        for (int s = 0; s < eff; s++)
-            mx = fmaxf(mx, pp[s * (hd + 2)]);
-        double sum = 0;
-        for (int s = 0; s < eff; s++) {
-            float m = pp[s * (hd + 2)];
-            if (m == -INFINITY)
-                continue;
-            float f = expf(m - mx);
-            sum += (double)pp[s * (hd + 2) + 1] * f;
-            o += pp[s * (hd + 2) + 2 + d] * f;
-        }
-        o *= (float)(1.0 / sum);
+        o = merge_row(part, t, nh, h, hd, splits, eff, d);
         if (d < hd)
             O[((long long)t * nh + h) * hd + d] = o;
     }
