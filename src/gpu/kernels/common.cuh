@@ -95,28 +95,26 @@ __device__ __forceinline__ float block_max(float v, float *sh)
 }
 
 // block_sum_d and block_max over each group of GW consecutive warps (every thread of the block
-// takes part; sh holds 32 entries)
-template <int GW> __device__ __forceinline__ double group_sum_d(double v, double *sh)
+// takes part; sh holds 32 entries): red reduces over a warp, e the empty group's value
+template <int GW, typename T, typename R>
+__device__ __forceinline__ T group_reduce(T v, T *sh, T e, R red)
 {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_sum_d(v);
+    v = red(v);
     __syncthreads();
     if (lane == 0)
         sh[w] = v;
     __syncthreads();
-    v = lane < GW ? sh[w / GW * GW + lane] : 0.0;
-    return warp_sum_d(v);
+    v = lane < GW ? sh[w / GW * GW + lane] : e;
+    return red(v);
+}
+template <int GW> __device__ __forceinline__ double group_sum_d(double v, double *sh)
+{
+    return group_reduce<GW>(v, sh, 0.0, [](double x) { return warp_sum_d(x); });
 }
 template <int GW> __device__ __forceinline__ float group_max(float v, float *sh)
 {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0)
-        sh[w] = v;
-    __syncthreads();
-    v = lane < GW ? sh[w / GW * GW + lane] : -INFINITY;
-    return warp_max(v);
+    return group_reduce<GW>(v, sh, -INFINITY, [](float x) { return warp_max(x); });
 }
 
 // A thread's share of the sum of squares of x4[0 .. n4) (16-byte aligned), in double: elements
