@@ -13,6 +13,7 @@
 #include "gpu/nccl.h"
 #include "json_mini.h"
 #include "model/model.h"
+#include "quant/quant.h"
 #include "test.h"
 
 static int have_gpu = -1;
@@ -260,6 +261,50 @@ static void gpu_run_close(struct gpu_run *t)
     free(t->mem);
 }
 
+/* The plans of the fixture at path (a 6-token prompt and a decode step in n_ctx positions),
+ * made with the environment pairs env (name, value, ..., NULL) set: c[j] the decode launches of
+ * kernel names[j] (NULL: every launch) for j < nn, c[nn] the prompt's of names[0]; *nl the
+ * model's layers, *mixed its layers of Q4_K q and k with a Q6_K v. False where it could not
+ * be planned (a failed check). */
+static bool plan_counts(const char *path, const char *const *env, int n_ctx,
+                        const char *const *names, int nn, int *c, int *nl, int *mixed)
+{
+    struct brasa_err err = {{0}};
+    struct gpu *g = NULL;
+    struct gguf_file *f = NULL;
+    struct gpu_run w;
+    memset(&w, 0, sizeof w);
+    if (gpu_open(&g, NULL, &err) != BRASA_OK || gpu_make_current(g, &err) != BRASA_OK) {
+        CHECKF(0, "%s", err.msg);
+        gpu_close(g);
+        return false;
+    }
+    for (int e = 0; env[e]; e += 2)
+        setenv(env[e], env[e + 1], 1);
+    brasa_status st = gguf_open(&f, path, &err);
+    if (st == BRASA_OK && (st = mdl_load(&w.m, f, &err)) == BRASA_OK)
+        st = gpu_run_open(&w, g, NULL, NULL, 6, n_ctx, &err);
+    for (int e = 0; env[e]; e += 2)
+        unsetenv(env[e]);
+    CHECKF(st == BRASA_OK, "%s: %s", path, err.msg);
+    if (st == BRASA_OK) {
+        for (int j = 0; j < nn; j++)
+            c[j] = gpu_sess_launches(w.s, &w.gr[1], names[j]);
+        c[nn] = gpu_sess_launches(w.s, &w.gr[0], names[0]);
+        *nl = w.m.hp.n_layer;
+        *mixed = 0;
+        for (int l = 0; l < *nl; l++)
+            *mixed += w.m.layers[l].wv.type == GGML_TYPE_Q6_K &&
+                      w.m.layers[l].wq.type == GGML_TYPE_Q4_K &&
+                      w.m.layers[l].wk.type == GGML_TYPE_Q4_K;
+    }
+    gpu_run_close(&w);
+    if (f)
+        gguf_close(f);
+    gpu_close(g);
+    return st == BRASA_OK;
+}
+
 /* Decode logits of the fixtures of one type (e.g. "Q4_K_M") through two sessions of n_ctx
  * positions after a prompt of np tokens (5 or more), the second opened with the environment
  * pairs env (name, value, ..., NULL) set: at most tol apart (relative to the largest logit; 0:
@@ -378,42 +423,47 @@ TEST(decode_conversion_in_attention)
     const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
     if (!test_file_exists(path))
         return;
+    static const char *const none[] = {NULL}, *const names[] = {"quant_act", "attn_merge"};
+    static const char *const off[] = {"BRASA_GPU_ATTN_Q", "0", "BRASA_GPU_ATTN_MERGE", "1", NULL};
     for (int c = 0; c < 2; c++) {
-        int n[2] = {0, 0}, nm[2] = {0, 0}, nl = 0;
-        for (int off = 0; off < 2; off++) {
-            struct brasa_err err = {{0}};
-            struct gpu *g = NULL;
-            struct gguf_file *f = NULL;
-            struct gpu_run w;
-            memset(&w, 0, sizeof w);
-            REQUIRE(gpu_open(&g, NULL, &err) == BRASA_OK && gpu_make_current(g, &err) == BRASA_OK);
-            if (off) {
-                setenv("BRASA_GPU_ATTN_Q", "0", 1);
-                setenv("BRASA_GPU_ATTN_MERGE", "1", 1);
-            }
-            brasa_status st = gguf_open(&f, path, &err);
-            if (st == BRASA_OK && (st = mdl_load(&w.m, f, &err)) == BRASA_OK)
-                st = gpu_run_open(&w, g, NULL, NULL, 6, ctx[c], &err);
-            unsetenv("BRASA_GPU_ATTN_Q");
-            unsetenv("BRASA_GPU_ATTN_MERGE");
-            CHECKF(st == BRASA_OK, "llama.Q4_K_M: %s", err.msg);
-            if (st == BRASA_OK) {
-                n[off] = gpu_sess_launches(w.s, &w.gr[1], "quant_act");
-                nm[off] = gpu_sess_launches(w.s, &w.gr[1], "attn_merge");
-                nl = w.m.hp.n_layer;
-            }
-            gpu_run_close(&w);
-            if (f)
-                gguf_close(f);
-            gpu_close(g);
-        }
+        int n[3], m[3], nl, mixed;
+        if (!plan_counts(path, none, ctx[c], names, 2, n, &nl, &mixed) ||
+            !plan_counts(path, off, ctx[c], names, 2, m, &nl, &mixed))
+            continue;
         printf("  llama.Q4_K_M, %d positions, %d layers: decode launches of quant_act %d, "
                "attn_merge %d (BRASA_GPU_ATTN_Q=0 BRASA_GPU_ATTN_MERGE=1: %d, %d)\n", ctx[c], nl,
-               n[0], nm[0], n[1], nm[1]);
-        CHECKF(n[1] - n[0] == nl, "%d positions: %d quant_act launches, %d with "
-               "BRASA_GPU_ATTN_Q=0 (%d layers)", ctx[c], n[0], n[1], nl);
-        CHECKF(nm[0] == 0 && nm[1] == (ctx[c] > 512 ? nl : 0), "%d positions: %d attn_merge "
-               "launches, %d with BRASA_GPU_ATTN_MERGE=1 (%d layers)", ctx[c], nm[0], nm[1], nl);
+               n[0], n[1], m[0], m[1]);
+        CHECKF(m[0] - n[0] == nl, "%d positions: %d quant_act launches, %d with "
+               "BRASA_GPU_ATTN_Q=0 (%d layers)", ctx[c], n[0], m[0], nl);
+        CHECKF(n[1] == 0 && m[1] == (ctx[c] > 512 ? nl : 0), "%d positions: %d attn_merge "
+               "launches, %d with BRASA_GPU_ATTN_MERGE=1 (%d layers)", ctx[c], n[1], m[1], nl);
+    }
+}
+
+/* A q/k/v launch whose v weight has another type (Q4_K q and k, Q6_K v: the layers of Q4_K_M
+ * files that keep v in Q6_K; mvd.cu QT2, BRASA_GPU_MVD_MIX=1) against v in a launch of its own:
+ * the same code for each weight, so the same logits bit for bit; and in the decode plans a
+ * launch fewer for each such layer. */
+TEST(decode_qkv_of_two_types)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const env[] = {"BRASA_GPU_MVD_MIX", "1", NULL};
+    decode_pair("Q4_K_M", env, 0, "v of Q6_K in its own launch, and with q and k");
+    static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q4_K_M.gguf"};
+    static const char *const none[] = {NULL}, *const all[] = {NULL};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        const char *path = test_shared_path(files[i]);
+        if (!test_file_exists(path))
+            continue;
+        int n[2], m[2], nl, mixed;
+        if (!plan_counts(path, none, 64, all, 1, n, &nl, &mixed) ||
+            !plan_counts(path, env, 64, all, 1, m, &nl, &mixed))
+            continue;
+        printf("  %-28s decode launches %d (BRASA_GPU_MVD_MIX=1: %d), %d layers with a Q6_K v\n",
+               files[i], n[0], m[0], mixed);
+        CHECKF(mixed > 0 && n[0] - m[0] == mixed, "%s: %d launches, %d with BRASA_GPU_MVD_MIX=1, "
+               "%d layers of Q4_K q/k and Q6_K v", files[i], n[0], m[0], mixed);
     }
 }
 
@@ -434,37 +484,20 @@ TEST(decode_rope_in_products)
     static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q8_0.gguf",
                                         "fixtures/granite.Q4_K_M.gguf",
                                         "fixtures/qwen3.Q4_K_M.gguf"};
+    static const char *const none[] = {NULL}, *const name[] = {"rope"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         const char *path = test_shared_path(files[i]);
         if (!test_file_exists(path))
             continue;
         for (int off = 0; off < 2; off++) {
-            struct brasa_err err = {{0}};
-            struct gpu *g = NULL;
-            struct gguf_file *f = NULL;
-            struct gpu_run w;
-            memset(&w, 0, sizeof w);
-            REQUIRE(gpu_open(&g, NULL, &err) == BRASA_OK && gpu_make_current(g, &err) == BRASA_OK);
-            if (off)
-                setenv("BRASA_GPU_ROPE_FUSE", "0", 1);
-            brasa_status st = gguf_open(&f, path, &err);
-            if (st == BRASA_OK && (st = mdl_load(&w.m, f, &err)) == BRASA_OK)
-                st = gpu_run_open(&w, g, NULL, NULL, 6, 64, &err);
-            unsetenv("BRASA_GPU_ROPE_FUSE");
-            CHECKF(st == BRASA_OK, "%s: %s", files[i], err.msg);
-            if (st == BRASA_OK) {
-                int nl = w.m.hp.n_layer, want = off || strstr(files[i], "qwen3") ? nl : 0;
-                int dec = gpu_sess_launches(w.s, &w.gr[1], "rope");
-                int pre = gpu_sess_launches(w.s, &w.gr[0], "rope");
-                printf("  %-28s %s: rope launches, decode %d, prompt %d (%d layers)\n", files[i],
-                       off ? "BRASA_GPU_ROPE_FUSE=0" : "default", dec, pre, nl);
-                CHECKF(dec == want && pre == nl, "%s: %d rope launches in decode (want %d), %d in "
-                       "the prompt (want %d)", files[i], dec, want, pre, nl);
-            }
-            gpu_run_close(&w);
-            if (f)
-                gguf_close(f);
-            gpu_close(g);
+            int c[2], nl, mixed;
+            if (!plan_counts(path, off ? env : none, 64, name, 1, c, &nl, &mixed))
+                continue;
+            int want = off || strstr(files[i], "qwen3") ? nl : 0;
+            printf("  %-28s %s: rope launches, decode %d, prompt %d (%d layers)\n", files[i],
+                   off ? "BRASA_GPU_ROPE_FUSE=0" : "default", c[0], c[1], nl);
+            CHECKF(c[0] == want && c[1] == nl, "%s: %d rope launches in decode (want %d), %d in "
+                   "the prompt (want %d)", files[i], c[0], want, c[1], nl);
         }
     }
 }
@@ -732,7 +765,7 @@ TEST(model_over_gpus)
 }
 
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
-          T(decode_conversion_in_attention),
+          T(decode_conversion_in_attention), T(decode_qkv_of_two_types),
           T(decode_rope_in_products),
           T(long_context_f16_cache), T(device_candidates), T(shard_allreduce_through_nccl),
           T(model_over_gpus))

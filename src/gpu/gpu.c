@@ -81,6 +81,7 @@ struct mv_kernel {
     int bps;         /* mmt.cu: blocks an SM holds at once */
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
     int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
+    uint32_t wtype2; /* mvd.cu: the third weight's type where it differs (QT2), else 0 */
     int regs, sshm;  /* registers a thread, static shared memory bytes a block */
     CUmodule mod;
     CUfunction fn;
@@ -241,6 +242,8 @@ struct gpu_sess {
     bool use_graph, fuse;
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
     int attn_q;              /* decode attention converts the o product's input */
+    int mvd_mix;             /* a q/k/v launch may take a v of another type (mm_mix;
+                              * BRASA_GPU_MVD_MIX=1) */
     int attn_inmerge;        /* decode attention merges its splits (no attn_merge launch) */
     int rope_fuse;           /* decode RoPE in the q/k/v products: 1 where they are small
                               * (rope_into_products), 0 never, 2 always
@@ -503,12 +506,13 @@ static int mvd_split_pe(uint32_t type, int nr)
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
-                           int xc, int rp, struct mv_kernel **out, struct brasa_err *err)
+                           int xc, int rp, uint32_t wtype2, struct mv_kernel **out,
+                           struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
         if (g->mv[i].dec == dec && g->mv[i].wtype == wtype && g->mv[i].nc == nc &&
             g->mv[i].glu == glu && g->mv[i].nr == nr && g->mv[i].xc == xc &&
-            g->mv[i].rp == rp) {
+            g->mv[i].rp == rp && g->mv[i].wtype2 == wtype2) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
@@ -516,6 +520,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
+             : dec && wtype2 ? gpu_mvd_mix_variants(wtype, wtype2, nc, rp, v, 6)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
@@ -535,7 +540,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (kf && env_is("BRASA_GPU_MMT_KF", "0"))
             continue;
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
-                              .xc = xc, .rp = rp, .nw = (int)v[k].defs[1].value,
+                              .xc = xc, .rp = rp, .wtype2 = wtype2,
+                              .nw = (int)v[k].defs[1].value,
                               .ncv = dec ? 1 : (int)v[k].defs[2].value};
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"PF", 0}; /* (measurement) */
@@ -775,6 +781,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
+    s->mvd_mix = env_is("BRASA_GPU_MVD_MIX", "1"); /* (not yet measured on a device: off) */
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
@@ -1120,7 +1127,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     struct mv_kernel *mt = NULL;
     int qm = mode; /* quant_act's mode (+ 8: xh holds the int8 values times their scales) */
     if (use_mmt) {
-        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, &mt, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, 0, &mt, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         qm += mt->dq ? 8 : 0;
     }
@@ -1147,17 +1154,26 @@ static brasa_status plan_matmul(struct pb *b, int i)
     CUdeviceptr W[3] = {0}, y[3] = {0}, bias[3] = {0}, res = 0;
     int r[3] = {0};
     float rscale = 1.0f;
+    uint32_t wt2 = 0; /* the third weight's type where it differs (mm_mix: a v of Q6_K) */
     for (int j = 0; j < nm; j++) {
         const struct graph_node *mj = &b->g->nodes[mm[j]];
+        uint32_t wtj = b->g->nodes[mj->in[1]].type;
         int dst = glu ? b->glu[i] : b->resadd[mm[j]] >= 0 ? b->resadd[mm[j]] : mm[j];
         r[j] = (int)b->g->nodes[mj->in[1]].ne[1];
+        if (wtj != w->type)
+            wt2 = wtj;
         if ((st = dev_of(b, mj->in[1], &W[j])) ||
             (mj->in[2] >= 0 && (st = dev_of(b, mj->in[2], &bias[j]))) ||
             (st = dev_of(b, dst, &y[j])) ||
             (st = rng(b, y[j], (size_t)T * (size_t)r[j] * 4, "matmul output", mm[j])) ||
-            (st = rng(b, W[j], row_bytes(w->type, k) * (size_t)r[j], "weight", mm[j])))
+            (st = rng(b, W[j], row_bytes(wtj, k) * (size_t)r[j], "weight", mm[j])))
             return st;
     }
+    if (wt2 && (nm != 3 || b->g->nodes[b->g->nodes[mm[2]].in[1]].type != wt2 || T != 1 ||
+                !b->s->mvd || glu || quant_mode(wt2) != mode ||
+                mvd_rows(b, glu, nm, r, k, w->type) != 2))
+        return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: a launch of weights of types "
+                          "%u and %u", n->name, w->type, wt2);
     /* the launch that rotates q and k and writes the caches (rope_into_products): q's
      * rotated rows go to the ROPE's output, k's and v's to their caches only */
     const int rq = b->rfuse[i];
@@ -1199,7 +1215,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
      * read (blocks write outputs while others still read it), the input and norm weights are
      * 16-byte aligned and a lane group has 2 rows (the variants CI compiles); else quant_act
      * converts it first */
-    int xc = T == 1 && b->s->mvd &&
+    int xc = T == 1 && b->s->mvd && !wt2 &&
              (b->s->mvd_xc == 2 || (b->s->mvd_xc >= 1 && gpu_mvd_xc(w->type)) ||
               (b->s->mvd_xc == 3 && k <= 8192)); /* (3: a measurement; not the down product) */
     if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r, k, w->type) != 2))
@@ -1266,7 +1282,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if (rq >= 0 && nr != 2) /* (rope_into_products leaves the row groups as they are) */
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: a rotating launch with %d "
                               "rows a group", n->name, nr);
-        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, &mv, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, &mv, b->err)) !=
+            BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         long gpb = mv->nw / ks, nblk = (groups + gpb - 1) / gpb, grid = nblk;
         unsigned shm = 0;
@@ -1336,7 +1353,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, T);
         return BRASA_OK;
     }
-    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, &mv, b->err)) != BRASA_OK)
+    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, 0, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
     int rpb = mv->nw; /* rows per block */
     unsigned nrb = (unsigned)((tot + rpb - 1) / rpb), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);
@@ -1753,6 +1770,22 @@ static bool mm_compatible(const struct graph *g, int a, int c)
     return wa->type == wc->type && wa->ne[0] == wc->ne[0] && g->nodes[a].ne[1] == g->nodes[c].ne[1];
 }
 
+/* Whether decode matmuls a, c (q, k: Q4_K) and v (Q6_K, as in half the layers of Q4_K_M files)
+ * can share one launch (mvd.cu QT2): the same input and k, q and k of whole blocks of rows,
+ * pieces of 64 values for both types. Only with BRASA_GPU_MVD_MIX=1 until it is measured on a
+ * device; by default v has a launch of its own. */
+static bool mm_mix(const struct pb *b, int a, int c, int v)
+{
+    const struct graph *g = b->g;
+    const struct graph_node *wa = &g->nodes[g->nodes[a].in[1]], *wc = &g->nodes[g->nodes[c].in[1]];
+    const struct graph_node *wv = &g->nodes[g->nodes[v].in[1]];
+    return b->s->mvd && b->s->mvd_mix && !b->s->force_nr && g->nodes[a].ne[1] == 1 &&
+           g->nodes[v].ne[1] == 1 &&
+           wa->type == T_Q4_K && wc->type == T_Q4_K && wv->type == T_Q6_K &&
+           wa->ne[0] == wv->ne[0] && wc->ne[0] == wv->ne[0] && (wa->ne[1] + wc->ne[1]) % 8 == 0 &&
+           mvd_kp(T_Q4_K, 2) == 64 && mvd_kp(T_Q6_K, 2) == 64;
+}
+
 /* The fusion pass: a table of node patterns rewritten into fused launches.
  *   RMS_NORM (whole rows) -> only MATMULs   : the norm is applied in the activation conversion
  *   MATMUL -> ADD (as its scaled term)       : residual add (and bias) in the matvec epilogue
@@ -1849,7 +1882,8 @@ static void fuse(struct pb *b)
                     b->skip[nx] = true;
                     int n3 = next_op(g, nx);
                     if (n3 >= 0 && g->nodes[n3].op == GOP_MATMUL && g->nodes[n3].in[0] == n->in[0] &&
-                        mm_compatible(g, i, n3) && n3 != g->out && b->resadd[n3] < 0 &&
+                        (mm_compatible(g, i, n3) || mm_mix(b, i, nx, n3)) && n3 != g->out &&
+                        b->resadd[n3] < 0 &&
                         !graph_dump_wanted(b->s->dump, g->nodes[n3].name)) {
                         b->mnext[nx] = n3;
                         b->skip[n3] = true;

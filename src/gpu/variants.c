@@ -85,6 +85,22 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
     return counted(out, nv);
 }
 
+int gpu_mvd_mix_variants(unsigned wtype, unsigned qt2, int ks, int rp, struct gpu_variant *out,
+                         int cap)
+{
+    if (wtype != GGML_TYPE_Q4_K || qt2 != GGML_TYPE_Q6_K)
+        return 0;
+    /* qt2's candidates (its register budgets: Q6_K needs more), rendered for both types */
+    int n = gpu_mvd_variants(qt2, 0, 2, ks, 0, rp, 64, out, cap);
+    for (int v = 0; v < n; v++) {
+        out[v].defs[0].value = (long)wtype;
+        if (out[v].n_defs >= GV_MAX_DEFS)
+            return 0;
+        out[v].defs[out[v].n_defs++] = (struct jit_def){"QT2", (long)qt2};
+    }
+    return n;
+}
+
 int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, int cap)
 {
     int known = 0;
@@ -163,6 +179,9 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                                 n += gpu_mvd_variants(t, glu, nr, ks, xc, rp, kp, out + n,
                                                       cap - n);
     }
+    for (int ks = 1; ks <= 4; ks *= 2) /* q/k and a v of another type (Q4_K_M files) */
+        for (int rp = 0; rp < 2; rp++)
+            n += gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n, cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);

@@ -5,7 +5,7 @@
 #define BRASA_GPU_VARIANTS_H
 #include "gpu/jit.h"
 
-#define GV_MAX_DEFS 12
+#define GV_MAX_DEFS 14
 
 struct gpu_variant {
     const char *tmpl;                 /* "matvec.cu" */
@@ -25,6 +25,12 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
  * returns their count (0: no such kernel). */
 int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, int kp,
                      struct gpu_variant *out, int cap);
+/* Candidates for the decode product of a q/k/v launch whose q and k weights have type wtype
+ * and whose v has type qt2 (mvd.cu QT2: the blocks of v's rows in qt2's code), in rows of 2,
+ * pieces of 64 values: Q4_K with Q6_K (the v weights of half the layers of Q4_K_M files); ks
+ * and rp as above; returns their count (0: no such pair). */
+int gpu_mvd_mix_variants(unsigned wtype, unsigned qt2, int ks, int rp, struct gpu_variant *out,
+                         int cap);
 /* Whether decode products of weight type wtype convert their own activation (mvd.cu XC). */
 int gpu_mvd_xc(unsigned wtype);
 /* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up: candidates in
