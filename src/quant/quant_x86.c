@@ -1177,29 +1177,39 @@ VNNI static inline float reduce16_ps(__m256 lo, __m256 hi)
  * half, odd ones the high half, reduced as it reduces), so the result is the AVX-512 tile's
  * and dot product's bit for bit (test_quant b32_dot_levels_agree), with no inserts and no
  * scale vectors to build. */
+VNNI static Q_ALWAYS_INLINE void q4_0_dot_block(int64_t i, const block_q4_0 *x, const uint8_t *a, size_t as,
+                                                const int nc, __m256 *acc)
+{
+    const __m256i k8 = _mm256_set1_epi8(8);
+    PF(x + i, sizeof *x);
+    const __m256i u = nibbles32(x[i].qs);
+    const float dw = h2f(x[i].d);
+#pragma GCC unroll 4
+    for (int c = 0; c < nc; c++) {
+        const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
+        const __m256i av = _mm256_loadu_si256((const __m256i *)y->qs);
+        const __m256i p = udot_off(u, av, k8);
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(p), acc[c]);
+    }
+}
+/* (the blocks in pairs, each block's accumulators known where it is compiled: see
+ * b32_rows_vnni) */
 VNNI static Q_ALWAYS_INLINE void q4_0_dotn_vnni(int64_t n, const void *w, const uint8_t *a, size_t as,
                                                 const int nc, float *out, size_t ldo)
 {
     const int64_t nb = n / QK8_0;
     const block_q4_0 *x = w;
-    const __m256i k8 = _mm256_set1_epi8(8);
     __m256 acc[2][4];
 #pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         acc[0][c] = acc[1][c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        PF(x + i, sizeof *x);
-        const __m256i u = nibbles32(x[i].qs);
-        const float dw = h2f(x[i].d);
-        const int h = (int)(i & 1);
-#pragma GCC unroll 4
-        for (int c = 0; c < nc; c++) {
-            const block_q8_0 *y = (const block_q8_0 *)(a + (size_t)c * as) + i;
-            const __m256i av = _mm256_loadu_si256((const __m256i *)y->qs);
-            const __m256i p = udot_off(u, av, k8);
-            acc[h][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(p), acc[h][c]);
-        }
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        q4_0_dot_block(i, x, a, as, nc, acc[0]);
+        q4_0_dot_block(i + 1, x, a, as, nc, acc[1]);
     }
+    if (i < nb)
+        q4_0_dot_block(i, x, a, as, nc, acc[0]);
 #pragma GCC unroll 4
     for (int c = 0; c < nc; c++)
         out[(size_t)c * ldo] = reduce16_ps(acc[0][c], acc[1][c]);
@@ -1425,56 +1435,71 @@ DEFINE_DEC2(dec_q4_k_vnni, DEC2_Q4_K)
 DEFINE_DEC2(dec_q5_k_vnni, DEC2_Q5_K)
 DEFINE_DEC2(dec_q6_k_vnni, DEC2_Q6_K)
 
+/* Block i of b32_rows_vnni into the accumulators acc[r astep] of its rows */
+VNNI static Q_ALWAYS_INLINE void b32_block_vnni(int64_t i, const uint8_t *w, size_t ws, const int R,
+                                                const block_q8_0 *ya, __m256 *acc, size_t astep,
+                                                const int q5)
+{
+    const __m256i k = _mm256_set1_epi8(q5 ? 16 : 8), z = _mm256_setzero_si256();
+    const __m256i av = _mm256_loadu_si256((const __m256i *)ya[i].qs);
+    /* minus the offset term, where each row's vpdpbusd starts: the same integers as the
+     * product less the term, one subtraction a row fewer */
+    const __m256i noff = _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, k, av));
+    const float dy = h2f(ya[i].d);
+    /* the rows' scale products dw dy, converted and multiplied together (each as the scalar
+     * product would round it) */
+    uint64_t dbits = 0; /* (packed in a scalar: a lane index must be a constant) */
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        dbits |= (uint64_t)(q5 ? ((const block_q5_0 *)(w + (size_t)r * ws) + i)->d
+                               : ((const block_q4_0 *)(w + (size_t)r * ws) + i)->d) << (16 * r);
+    const __m128 sc = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)dbits)), _mm_set1_ps(dy));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        __m256i u;
+        if (q5) {
+            const block_q5_0 *x = (const block_q5_0 *)(w + (size_t)r * ws) + i;
+            PF(x, sizeof *x);
+            uint32_t qh;
+            memcpy(&qh, x->qh, 4);
+            const __m256i nib = nibbles32(x->qs);
+            u = _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, k);
+        } else {
+            const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + i;
+            PF(x, sizeof *x);
+            u = nibbles32(x->qs);
+        }
+        const __m256i p = _mm256_dpbusd_epi32(noff, u, av);
+        const __m256 s8 = _mm256_permutexvar_ps(_mm256_set1_epi32(r), _mm256_castps128_ps256(sc));
+        acc[r * astep] = _mm256_fmadd_ps(s8, _mm256_cvtepi32_ps(p), acc[r * astep]);
+    }
+}
+
 /* Decode (one column) of Q4_0 (q5: Q5_0) weights with VNNI, R (<= 4) rows at a time: the
  * activation block, its scale and the offset term (8 or 16 times its sums, by vpdpbusd) are
  * loaded and computed once for the R rows. Per row the integers, the scale products and the
  * order of the additions are those of q4_0_dotn_vnni (even and odd blocks apart) and
- * dot_q5_0_vnni (one accumulator), so the results are theirs bit for bit. */
+ * dot_q5_0_vnni (one accumulator), so the results are theirs bit for bit. Q4_0 takes its
+ * blocks in pairs, so that each block's accumulator (even or odd) is known where it is
+ * compiled: chosen by the block's index, the accumulators lived on the stack, each row's sum a
+ * store and a load a block. */
 VNNI static Q_ALWAYS_INLINE void b32_rows_vnni(int64_t n, const uint8_t *w, size_t ws, const int R, const void *a,
                                                float *y, const int q5)
 {
     const int64_t nb = n / QK8_0;
     const block_q8_0 *ya = a;
-    const __m256i k = _mm256_set1_epi8(q5 ? 16 : 8), z = _mm256_setzero_si256();
     __m256 acc[4][2];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i av = _mm256_loadu_si256((const __m256i *)ya[i].qs);
-        /* minus the offset term, where each row's vpdpbusd starts: the same integers as the
-         * product less the term, one subtraction a row fewer */
-        const __m256i noff = _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, k, av));
-        const float dy = h2f(ya[i].d);
-        const int h = q5 ? 0 : (int)(i & 1);
-        /* the rows' scale products dw dy, converted and multiplied together (each as the
-         * scalar product would round it) */
-        uint64_t dbits = 0; /* (packed in a scalar: a lane index must be a constant) */
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-            dbits |= (uint64_t)(q5 ? ((const block_q5_0 *)(w + (size_t)r * ws) + i)->d
-                                   : ((const block_q4_0 *)(w + (size_t)r * ws) + i)->d) << (16 * r);
-        const __m128 sc = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)dbits)), _mm_set1_ps(dy));
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            __m256i u;
-            if (q5) {
-                const block_q5_0 *x = (const block_q5_0 *)(w + (size_t)r * ws) + i;
-                PF(x, sizeof *x);
-                uint32_t qh;
-                memcpy(&qh, x->qh, 4);
-                const __m256i nib = nibbles32(x->qs);
-                u = _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, k);
-            } else {
-                const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + i;
-                PF(x, sizeof *x);
-                u = nibbles32(x->qs);
-            }
-            const __m256i p = _mm256_dpbusd_epi32(noff, u, av);
-            const __m256 s8 = _mm256_permutexvar_ps(_mm256_set1_epi32(r), _mm256_castps128_ps256(sc));
-            acc[r][h] = _mm256_fmadd_ps(s8, _mm256_cvtepi32_ps(p), acc[r][h]);
+    int64_t i = 0;
+    if (!q5)
+        for (; i + 2 <= nb; i += 2) {
+            b32_block_vnni(i, w, ws, R, ya, &acc[0][0], 2, q5);
+            b32_block_vnni(i + 1, w, ws, R, ya, &acc[0][1], 2, q5);
         }
-    }
+    for (; i < nb; i++)
+        b32_block_vnni(i, w, ws, R, ya, &acc[0][0], 2, q5);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         y[r] = q5 ? hsum8(acc[r][0]) : reduce16_ps(acc[r][0], acc[r][1]);
