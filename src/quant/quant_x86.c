@@ -1435,11 +1435,10 @@ DEFINE_DEC2(dec_q4_k_vnni, DEC2_Q4_K)
 DEFINE_DEC2(dec_q5_k_vnni, DEC2_Q5_K)
 DEFINE_DEC2(dec_q6_k_vnni, DEC2_Q6_K)
 
-/* Block i of b32_rows_vnni into the accumulators acc[r astep] of its rows (pf: asking for
- * the rows' blocks ahead; one a pair of Q4_0 blocks, 36 bytes, reaches every cache line) */
+/* Block i of b32_rows_vnni into the accumulators acc[r astep] of its rows */
 VNNI static Q_ALWAYS_INLINE void b32_block_vnni(int64_t i, const uint8_t *w, size_t ws, const int R,
                                                 const block_q8_0 *ya, __m256 *acc, size_t astep,
-                                                const int q5, const int pf)
+                                                const int q5)
 {
     const __m256i k = _mm256_set1_epi8(q5 ? 16 : 8), z = _mm256_setzero_si256();
     const __m256i av = _mm256_loadu_si256((const __m256i *)ya[i].qs);
@@ -1460,16 +1459,14 @@ VNNI static Q_ALWAYS_INLINE void b32_block_vnni(int64_t i, const uint8_t *w, siz
         __m256i u;
         if (q5) {
             const block_q5_0 *x = (const block_q5_0 *)(w + (size_t)r * ws) + i;
-            if (pf)
-                PF(x, sizeof *x);
+            PF(x, sizeof *x);
             uint32_t qh;
             memcpy(&qh, x->qh, 4);
             const __m256i nib = nibbles32(x->qs);
             u = _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, k);
         } else {
             const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + i;
-            if (pf)
-                PF(x, sizeof *x);
+            PF(x, sizeof *x);
             u = nibbles32(x->qs);
         }
         const __m256i p = _mm256_dpbusd_epi32(noff, u, av);
@@ -1478,14 +1475,65 @@ VNNI static Q_ALWAYS_INLINE void b32_block_vnni(int64_t i, const uint8_t *w, siz
     }
 }
 
+/* Q4_0's pairs of blocks 0 .. nb (rounded down to a pair) of b32_rows_vnni over 512 bits: a
+ * pair's values, its activation and offset term in one vector each, the even block in the low
+ * half and the odd one in the high half, as the two accumulators acc[r][0] and acc[r][1] take
+ * them, so each lane's steps are the same. In registers: chosen by the block's index, the
+ * accumulators lived on the stack (a store and a load a row and block). Returns the blocks done;
+ * their accumulators go to acc. (One request ahead a pair: 36 bytes, every cache line.) */
+VNNI static Q_ALWAYS_INLINE int64_t b32_pairs_vnni(int64_t nb, const uint8_t *w, size_t ws, const int R,
+                                                   const block_q8_0 *ya, __m256 acc[][2])
+{
+    const __m512i k = _mm512_set1_epi8(8), z = _mm512_setzero_si512();
+    const __m512i sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0), mk = _mm512_set1_epi8(0x0f);
+    __m512 acc2[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        acc2[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i av = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)ya[i].qs)),
+            _mm256_loadu_si256((const __m256i *)ya[i + 1].qs), 1);
+        const __m512i noff = _mm512_sub_epi32(z, _mm512_dpbusd_epi32(z, k, av));
+        uint64_t d0 = 0, d1 = 0;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + i;
+            d0 |= (uint64_t)x[0].d << (16 * r);
+            d1 |= (uint64_t)x[1].d << (16 * r);
+        }
+        const __m128 s0 = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)d0)), _mm_set1_ps(h2f(ya[i].d)));
+        const __m128 s1 = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)d1)),
+                                     _mm_set1_ps(h2f(ya[i + 1].d)));
+        const __m512 sc = _mm512_castps256_ps512(_mm256_set_m128(s1, s0));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + i;
+            PF(x, sizeof *x);
+            __m512i q = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x[0].qs)),
+                                                    0xff00, _mm_loadu_si128((const __m128i *)x[1].qs));
+            q = _mm512_and_si512(_mm512_srlv_epi64(q, sh), mk);
+            const __m512i p = _mm512_dpbusd_epi32(noff, q, av);
+            const __m512 s16 = _mm512_permutexvar_ps(
+                _mm512_inserti64x4(_mm512_set1_epi32(r), _mm256_set1_epi32(r + 4), 1), sc);
+            acc2[r] = _mm512_fmadd_ps(s16, _mm512_cvtepi32_ps(p), acc2[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        acc[r][0] = _mm512_castps512_ps256(acc2[r]);
+        acc[r][1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc2[r]), 1));
+    }
+    return i;
+}
+
 /* Decode (one column) of Q4_0 (q5: Q5_0) weights with VNNI, R (<= 4) rows at a time: the
  * activation block, its scale and the offset term (8 or 16 times its sums, by vpdpbusd) are
  * loaded and computed once for the R rows. Per row the integers, the scale products and the
  * order of the additions are those of q4_0_dotn_vnni (even and odd blocks apart) and
  * dot_q5_0_vnni (one accumulator), so the results are theirs bit for bit. Q4_0 takes its
- * blocks in pairs, so that each block's accumulator (even or odd) is known where it is
- * compiled: chosen by the block's index, the accumulators lived on the stack, each row's sum a
- * store and a load a block. */
+ * blocks in pairs over 512 bits (b32_pairs_vnni), then an odd last block. */
 VNNI static Q_ALWAYS_INLINE void b32_rows_vnni(int64_t n, const uint8_t *w, size_t ws, const int R, const void *a,
                                                float *y, const int q5)
 {
@@ -1495,14 +1543,9 @@ VNNI static Q_ALWAYS_INLINE void b32_rows_vnni(int64_t n, const uint8_t *w, size
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-    int64_t i = 0;
-    if (!q5)
-        for (; i + 2 <= nb; i += 2) {
-            b32_block_vnni(i, w, ws, R, ya, &acc[0][0], 2, q5, 1);
-            b32_block_vnni(i + 1, w, ws, R, ya, &acc[0][1], 2, q5, 0);
-        }
-    for (; i < nb; i++)
-        b32_block_vnni(i, w, ws, R, ya, &acc[0][0], 2, q5, 1);
+    const int64_t i0 = q5 ? 0 : b32_pairs_vnni(nb, w, ws, R, ya, acc);
+    for (int64_t i = i0; i < nb; i++)
+        b32_block_vnni(i, w, ws, R, ya, &acc[0][0], 2, q5);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         y[r] = q5 ? hsum8(acc[r][0]) : reduce16_ps(acc[r][0], acc[r][1]);
