@@ -1293,7 +1293,7 @@ VNNI static Q_ALWAYS_INLINE void q8_0_rows_vnni(int64_t n, const uint8_t *w, siz
 #pragma GCC unroll 2
         for (int r = 0; r < R; r++) {
             const block_q8_0 *x = (const block_q8_0 *)(w + (size_t)r * ws) + i;
-            PF(x, 2 * sizeof *x);
+            PFR(x, 2 * sizeof *x, ws, R);
             const __m512i wv = tail ? _mm512_maskz_mov_epi8(0xffffffffull, two_blocks(x[0].qs, x[0].qs))
                                     : two_blocks(x[0].qs, x[1].qs);
             const __m512 s16 = _mm512_permutexvar_ps(
