@@ -1341,7 +1341,7 @@ VNNI static Q_ALWAYS_INLINE void kq_rows_vnni(int64_t n, const uint8_t *w, size_
             const uint8_t *xb = w + (size_t)r * ws + (size_t)i * bsz;
             const block_q4_K *x = (const block_q4_K *)xb;
             const block_q5_K *x5 = (const block_q5_K *)xb;
-            PF(xb, bsz);
+            PFR(xb, bsz, ws, R);
             const float d = yb->d * h2f(q5 ? x5->d : x->d), dmin = -yb->d * h2f(q5 ? x5->dmin : x->dmin);
             const __m128i sm = kq_unpack_simd(q5 ? x5->scales : x->scales);
             const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
@@ -1387,7 +1387,7 @@ VNNI static Q_ALWAYS_INLINE void q6k_rows_vnni(int64_t n, const uint8_t *w, size
 #pragma GCC unroll 2
         for (int r = 0; r < R; r++) {
             const block_q6_K *x = (const block_q6_K *)(w + (size_t)r * ws) + i;
-            PF(x, sizeof *x);
+            PFR(x, sizeof *x, ws, R);
             const __m256i sc256 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
             const __m512i sc = _mm512_castsi256_si512(sc256);
             __m512i q[4];
