@@ -1466,14 +1466,14 @@ VNNI static Q_ALWAYS_INLINE void b32_block_vnni(int64_t i, const uint8_t *w, siz
         __m256i u;
         if (q5) {
             const block_q5_0 *x = (const block_q5_0 *)(w + (size_t)r * ws) + i;
-            PF(x, sizeof *x);
+            PFR(x, sizeof *x, ws, R);
             uint32_t qh;
             memcpy(&qh, x->qh, 4);
             const __m256i nib = nibbles32(x->qs);
             u = _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, k);
         } else {
             const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + i;
-            PF(x, sizeof *x);
+            PFR(x, sizeof *x, ws, R);
             u = nibbles32(x->qs);
         }
         const __m256i p = _mm256_dpbusd_epi32(noff, u, av);
