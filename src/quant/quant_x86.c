@@ -1558,15 +1558,15 @@ VNNI static Q_ALWAYS_INLINE void b32_rows_vnni(int64_t n, const uint8_t *w, size
         y[r] = q5 ? hsum8(acc[r][0]) : reduce16_ps(acc[r][0], acc[r][1]);
 }
 
-/* nr rows against one column, four (Q5_0: two) at a time. 0.5B tg64, rows at a time 4 / 2:
- * Q4_0 59.1-60.2 / 55.0-56.9 tok/s, Q4_K_M (its Q5_0 matrices) 59.1-59.8 / 61.1-62.8. */
+/* nr rows against one column, four at a time. 0.5B tg64, rows at a time 4 / 2: Q4_0 59.1-60.2 /
+ * 55.0-56.9 tok/s; Q4_K_M (its Q5_0 matrices) 59.1-59.8 / 61.1-62.8 while each row asked
+ * PF_AHEAD bytes on, 61.8-62.1 / 59.2-60.3 since a group asks for the next one (PFR). */
 VNNI static Q_ALWAYS_INLINE void b32_col_vnni(int64_t n, const void *w, size_t ws, int nr, const void *a, float *y,
                                               const int q5)
 {
     int r = 0;
-    if (!q5)
-        for (; r + 4 <= nr; r += 4)
-            b32_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 4, a, y + r, q5);
+    for (; r + 4 <= nr; r += 4)
+        b32_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 4, a, y + r, q5);
     for (; r + 2 <= nr; r += 2)
         b32_rows_vnni(n, (const uint8_t *)w + (size_t)r * ws, ws, 2, a, y + r, q5);
     if (r < nr)
