@@ -1442,10 +1442,9 @@ DEFINE_DEC2(dec_q4_k_vnni, DEC2_Q4_K)
 DEFINE_DEC2(dec_q5_k_vnni, DEC2_Q5_K)
 DEFINE_DEC2(dec_q6_k_vnni, DEC2_Q6_K)
 
-/* Block i of b32_rows_vnni into the accumulators acc[r astep] of its rows */
+/* Block i of b32_rows_vnni into the first accumulator acc[r][0] of each of its rows */
 VNNI static Q_ALWAYS_INLINE void b32_block_vnni(int64_t i, const uint8_t *w, size_t ws, const int R,
-                                                const block_q8_0 *ya, __m256 *acc, size_t astep,
-                                                const int q5)
+                                                const block_q8_0 *ya, __m256 acc[][2], const int q5)
 {
     const __m256i k = _mm256_set1_epi8(q5 ? 16 : 8), z = _mm256_setzero_si256();
     const __m256i av = _mm256_loadu_si256((const __m256i *)ya[i].qs);
@@ -1478,7 +1477,7 @@ VNNI static Q_ALWAYS_INLINE void b32_block_vnni(int64_t i, const uint8_t *w, siz
         }
         const __m256i p = _mm256_dpbusd_epi32(noff, u, av);
         const __m256 s8 = _mm256_permutexvar_ps(_mm256_set1_epi32(r), _mm256_castps128_ps256(sc));
-        acc[r * astep] = _mm256_fmadd_ps(s8, _mm256_cvtepi32_ps(p), acc[r * astep]);
+        acc[r][0] = _mm256_fmadd_ps(s8, _mm256_cvtepi32_ps(p), acc[r][0]);
     }
 }
 
@@ -1517,7 +1516,7 @@ VNNI static Q_ALWAYS_INLINE int64_t b32_pairs_vnni(int64_t nb, const uint8_t *w,
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const block_q4_0 *x = (const block_q4_0 *)(w + (size_t)r * ws) + i;
-            PFR(x, 18, ws, R);
+            PFR(x, sizeof *x, ws, R);
             __m512i q = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x[0].qs)),
                                                     0xff00, _mm_loadu_si128((const __m128i *)x[1].qs));
             q = _mm512_and_si512(_mm512_srlv_epi64(q, sh), mk);
@@ -1552,7 +1551,7 @@ VNNI static Q_ALWAYS_INLINE void b32_rows_vnni(int64_t n, const uint8_t *w, size
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     const int64_t i0 = q5 ? 0 : b32_pairs_vnni(nb, w, ws, R, ya, acc);
     for (int64_t i = i0; i < nb; i++)
-        b32_block_vnni(i, w, ws, R, ya, &acc[0][0], 2, q5);
+        b32_block_vnni(i, w, ws, R, ya, acc, q5);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         y[r] = q5 ? hsum8(acc[r][0]) : reduce16_ps(acc[r][0], acc[r][1]);

@@ -247,7 +247,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             for (int r = 0; r < nrg; r++)
                 v += red2[r * hd + d];
             orow[d] = v;
-            if (xq)
+            if (xq && one) // (a partial's rows: converted after the merge)
                 ov[gq * hd + d] = v;
         }
     } else {
@@ -280,7 +280,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                 }
             }
             orow[d] = o;
-            if (xq)
+            if (xq && one)
                 ov[gq * hd + d] = o;
         }
     }
