@@ -467,6 +467,35 @@ TEST(decode_qkv_of_two_types)
     }
 }
 
+/* The gate+up launch converting its output for a K-format down product (mvd.cu QO: clusters
+ * of blocks that share each 256-block's scale, sm_90; BRASA_GPU_GLU_Q=1) against quant_act
+ * converting it: the same int8 values, sums and scales, so the same logits bit for bit (graph
+ * and eager); and a quant_act launch fewer a layer in the decode plans. */
+TEST(decode_glu_converts)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const env[] = {"BRASA_GPU_GLU_Q", "1", NULL};
+    static const char *const eager[] = {"BRASA_GPU_GLU_Q", "1", "BRASA_GPU_GRAPH", "0", NULL};
+    static const char *const types[] = {"Q4_K_M", "Q5_K_M", "Q6_K"};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        decode_pair(types[t], env, 0, "gate+up converting for down, and quant_act");
+    decode_pair_ctx("Q4_K_M", eager, 0, "gate+up converting for down (eager), and quant_act",
+                    2048, 1100);
+    const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
+    if (!test_file_exists(path))
+        return;
+    static const char *const none[] = {NULL}, *const names[] = {"quant_act"};
+    int n[2], m[2], nl, mixed;
+    if (!plan_counts(path, none, 64, names, 1, n, &nl, &mixed) ||
+        !plan_counts(path, env, 64, names, 1, m, &nl, &mixed))
+        return;
+    printf("  llama.Q4_K_M: decode launches of quant_act %d (BRASA_GPU_GLU_Q=1: %d), %d layers\n",
+           n[0], m[0], nl);
+    CHECKF(n[0] - m[0] == nl, "%d quant_act launches, %d with BRASA_GPU_GLU_Q=1 (%d layers)",
+           n[0], m[0], nl);
+}
+
 /* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in
  * llama and granite, NEOX in qwen2; qwen3's head norms and qwen35's partial rotation keep the
  * rope launch) against the rope launch: the same rotation, with the host's cos and sin where
@@ -766,6 +795,7 @@ TEST(model_over_gpus)
 
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(decode_conversion_in_attention), T(decode_qkv_of_two_types),
+          T(decode_glu_converts),
           T(decode_rope_in_products),
           T(long_context_f16_cache), T(device_candidates), T(shard_allreduce_through_nccl),
           T(model_over_gpus))

@@ -82,6 +82,7 @@ struct mv_kernel {
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
     int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
     uint32_t wtype2; /* mvd.cu: the third weight's type where it differs (QT2), else 0 */
+    int qo;          /* mvd.cu: gate+up converting its output for the down product (QO) */
     int regs, sshm;  /* registers a thread, static shared memory bytes a block */
     CUmodule mod;
     CUfunction fn;
@@ -244,6 +245,8 @@ struct gpu_sess {
     int attn_q;              /* decode attention converts the o product's input */
     int mvd_mix;             /* a q/k/v launch may take a v of another type (mm_mix;
                               * BRASA_GPU_MVD_MIX=1) */
+    int glu_q;               /* decode gate+up converts its output for a K-format down product
+                              * (mvd.cu QO; BRASA_GPU_GLU_Q=1) */
     int attn_inmerge;        /* decode attention merges its splits (no attn_merge launch) */
     int rope_fuse;           /* decode RoPE in the q/k/v products: 1 where they are small
                               * (rope_into_products), 0 never, 2 always
@@ -506,13 +509,13 @@ static int mvd_split_pe(uint32_t type, int nr)
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
-                           int xc, int rp, uint32_t wtype2, struct mv_kernel **out,
+                           int xc, int rp, uint32_t wtype2, int qo, struct mv_kernel **out,
                            struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
         if (g->mv[i].dec == dec && g->mv[i].wtype == wtype && g->mv[i].nc == nc &&
             g->mv[i].glu == glu && g->mv[i].nr == nr && g->mv[i].xc == xc &&
-            g->mv[i].rp == rp && g->mv[i].wtype2 == wtype2) {
+            g->mv[i].rp == rp && g->mv[i].wtype2 == wtype2 && g->mv[i].qo == qo) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
@@ -520,6 +523,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
+             : dec && qo    ? gpu_mvd_qo_variants(wtype, mvd_kp(wtype, nr), v, 6)
              : dec && wtype2 ? gpu_mvd_mix_variants(wtype, wtype2, nc, rp, v, 6)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
@@ -540,7 +544,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (kf && env_is("BRASA_GPU_MMT_KF", "0"))
             continue;
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
-                              .xc = xc, .rp = rp, .wtype2 = wtype2,
+                              .xc = xc, .rp = rp, .wtype2 = wtype2, .qo = qo,
                               .nw = (int)v[k].defs[1].value,
                               .ncv = dec ? 1 : (int)v[k].defs[2].value};
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
@@ -587,9 +591,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             continue;
         }
         if (g->o.verbose)
-            fprintf(stderr, "brasa: %s type %u%s%s%s: variant %d, NW=%d %s=%d (%d registers, %d "
-                    "local bytes)\n", fname, wtype, glu ? " gate+up" : "", xc ? " XC" : "",
-                    rp ? " RP" : "", k,
+            fprintf(stderr, "brasa: %s type %u%s%s%s%s: variant %d, NW=%d %s=%d (%d registers, "
+                    "%d local bytes)\n", fname, wtype, glu ? " gate+up" : "", xc ? " XC" : "",
+                    rp ? " RP" : "", qo ? " QO" : "", k,
                     m.nw, dec == 1 ? "NR" : "NC", dec == 1 ? nr : m.ncv, regs, local);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
@@ -782,6 +786,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->mvd_mix = env_is("BRASA_GPU_MVD_MIX", "1"); /* (not yet measured on a device: off) */
+    s->glu_q = env_is("BRASA_GPU_GLU_Q", "1") && g->jit.arch >= 90 && !drv_is_hip(&g->d);
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
@@ -945,6 +950,8 @@ struct pb {
     const struct graph *g;
     struct plan *p;
     CUdeviceptr ws, xq, xd, xs, xf, xh, part, mpart;
+    CUdeviceptr xq2, xd2, xs2; /* a second int8 activation scratch (xq, xd, xs swap with it:
+                                * mvd.cu QO converts into it while reading the first) */
     int *nuse;       /* consumers per node */
     int *normsrc;    /* MATMUL: the RMS_NORM folded into its activation conversion, or -1 */
     int *resadd;     /* MATMUL: the ADD folded into its epilogue, or -1 */
@@ -1086,6 +1093,20 @@ static bool read_elsewhere(const struct graph *g, int i, int except)
     return false;
 }
 
+/* Whether the one-token gate+up launch of matmul i (rows outputs) converts its output for the
+ * down product (mvd.cu QO, BRASA_GPU_GLU_Q=1, sm_90): whole 256-blocks of outputs, and the
+ * product reading them has a K-format weight (quant_act's mode 1) and no norm between. */
+static bool glu_converts(const struct pb *b, int i, long rows)
+{
+    const struct graph *g = b->g;
+    if (!b->s->glu_q || b->glu[i] < 0 || g->nodes[i].ne[1] != 1 || rows % 256)
+        return false;
+    for (int j = i + 1; j < g->n; j++)
+        if (g->nodes[j].op == GOP_MATMUL && g->nodes[j].in[0] == b->glu[i])
+            return b->normsrc[j] < 0 && quant_mode(g->nodes[g->nodes[j].in[1]].type) == 1;
+    return false;
+}
+
 static brasa_status plan_matmul(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
@@ -1127,7 +1148,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     struct mv_kernel *mt = NULL;
     int qm = mode; /* quant_act's mode (+ 8: xh holds the int8 values times their scales) */
     if (use_mmt) {
-        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, 0, &mt, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, 0, 0, &mt, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         qm += mt->dq ? 8 : 0;
     }
@@ -1279,11 +1300,17 @@ static brasa_status plan_matmul(struct pb *b, int i)
         int early = res && !last_writes(b, res, (size_t)r[0] * 4);
         if (nr != 2) /* the row-group overrides are compiled for one warp per group */
             ks = 1;
+        /* gate+up in clusters that convert its output for the down product (mvd.cu QO) */
+        int qo = glu && !xc && nr == 2 && ks == 1 && b->s->force_ks <= 1 &&
+                 glu_converts(b, i, rows);
         if (rq >= 0 && nr != 2) /* (rope_into_products leaves the row groups as they are) */
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: a rotating launch with %d "
                               "rows a group", n->name, nr);
-        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, &mv, b->err)) !=
-            BRASA_OK)
+        if (qo && (get_mv(g, 1, w->type, ks, glu, nr, xc, 0, 0, 1, &mv, b->err) != BRASA_OK ||
+                   mv->nw * 8 != 256 || mv->regs > 64))
+            qo = 0; /* (quant_act converts it, as without) */
+        if (!qo && (st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, 0, &mv, b->err)) !=
+                       BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         long gpb = mv->nw / ks, nblk = (groups + gpb - 1) / gpb, grid = nblk;
         unsigned shm = 0;
@@ -1321,6 +1348,17 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, hd);
         ap(l, b->s->d_pos);
         ai(l, kvf16);
+        ap(l, qo ? b->xq2 : 0);
+        ap(l, qo ? b->xd2 : 0);
+        ap(l, qo ? b->xs2 : 0);
+        if (qo) { /* the down product reads the converted output: the scratches swap */
+            CUdeviceptr t;
+            t = b->xq, b->xq = b->xq2, b->xq2 = t;
+            t = b->xd, b->xd = b->xd2, b->xd2 = t;
+            t = b->xs, b->xs = b->xs2, b->xs2 = t;
+            b->q_src = b->glu[i];
+            b->q_mode = 1;
+        }
         return BRASA_OK;
     }
     if (use_mmt) {
@@ -1353,7 +1391,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, T);
         return BRASA_OK;
     }
-    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, 0, &mv, b->err)) != BRASA_OK)
+    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, 0, 0, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
     int rpb = mv->nw; /* rows per block */
     unsigned nrb = (unsigned)((tot + rpb - 1) / rpb), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);
@@ -1898,14 +1936,15 @@ static void fuse(struct pb *b)
  * partial sums of mmt.cu where a batch of mmt_min tokens or more may take it (mmt: it may). */
 static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t *o_xq, size_t *o_xd,
                         size_t *o_xs, size_t *o_xf, size_t *o_xh, size_t *o_part,
-                        size_t *o_mpart)
+                        size_t *o_mpart, size_t o_x2[3])
 {
-    size_t maxk = 0, part = 0, mpart = 0;
+    size_t maxk = 0, part = 0, mpart = 0, dk = 0; /* dk: the largest k of one token */
     for (int i = 0; i < g->n; i++) {
         const struct graph_node *n = &g->nodes[i];
         if (n->op == GOP_MATMUL) {
             size_t k = (size_t)g->nodes[n->in[1]].ne[0] * (size_t)n->ne[1];
             maxk = k > maxk ? k : maxk;
+            dk = n->ne[1] == 1 && k > dk ? k : dk;
             if (mmt && n->ne[1] >= mmt_min) /* batches on the tensor cores */
                 mpart = (size_t)MMT_SPLIT_TILES * MMT_TILE_FLOATS * 4;
         } else if (n->op == GOP_ATTN) {
@@ -1931,6 +1970,12 @@ static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t *o_
     off += UP(part + 4);
     *o_mpart = off;
     off += UP(mpart);
+    o_x2[0] = off; /* xq2, xd2, xs2: as xq, xd, xs, for one token */
+    off += UP(dk);
+    o_x2[1] = off;
+    off += UP(dk / 32 * 4 + 4);
+    o_x2[2] = off;
+    off += UP(dk / 16 * 4 + 4);
 #undef UP
     return off;
 }
@@ -1971,9 +2016,9 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         }
     }
     plan_clear(s, p);
-    size_t o_xq, o_xd, o_xs, o_xf, o_xh, o_part, o_mpart;
+    size_t o_xq, o_xd, o_xs, o_xf, o_xh, o_part, o_mpart, o_x2[3];
     size_t need = ws_layout(g, s->mmt, s->mmt_min, &o_xq, &o_xd, &o_xs, &o_xf, &o_xh, &o_part,
-                            &o_mpart);
+                            &o_mpart, o_x2);
     if (need > s->ws_cap) {
         gp->d.cuStreamSynchronize(s->st);
         gmem_free(&gp->mem, s->ws);
@@ -2022,6 +2067,7 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o_xq, .xd = s->ws + o_xd,
                    .xs = s->ws + o_xs, .xf = s->ws + o_xf, .xh = s->ws + o_xh, .part = s->ws + o_part,
                    .mpart = s->ws + o_mpart, .q_src = -1, .q_mode = -1,
+                   .xq2 = s->ws + o_x2[0], .xd2 = s->ws + o_x2[1], .xs2 = s->ws + o_x2[2],
                    .err = err};
     for (int i = 0; i < g->n; i++)
         b.recurrent |= g->nodes[i].op == GOP_DELTANET;

@@ -1,6 +1,8 @@
 /* variants: the table of kernel modules. */
 #include "gpu/variants.h"
 
+#include <string.h>
+
 #include "quant/quant.h"
 
 const unsigned gpu_matvec_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
@@ -83,6 +85,23 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
                                                {rp ? "RP" : NULL, 1},
                                                {kp == 64 ? "KP" : NULL, 64}}};
     return counted(out, nv);
+}
+
+int gpu_mvd_qo_variants(unsigned wtype, int kp, struct gpu_variant *out, int cap)
+{
+    /* the first candidate's register budget (64 at 32 warps an SM), in blocks of 32 warps,
+     * one an SM: a cluster of 8 holds the 256 outputs a scale of quant_act's mode 1 covers */
+    if (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q5_K && wtype != GGML_TYPE_Q6_K)
+        return 0;
+    if (gpu_mvd_variants(wtype, 1, 2, 1, 0, 0, kp, out, cap) < 1 || out[0].n_defs >= GV_MAX_DEFS)
+        return 0;
+    for (int d = 0; d < out[0].n_defs; d++)
+        if (!strcmp(out[0].defs[d].name, "NW"))
+            out[0].defs[d].value = 32;
+        else if (!strcmp(out[0].defs[d].name, "MB"))
+            out[0].defs[d].value = 1;
+    out[0].defs[out[0].n_defs++] = (struct jit_def){"QO", 8};
+    return 1;
 }
 
 int gpu_mvd_mix_variants(unsigned wtype, unsigned qt2, int ks, int rp, struct gpu_variant *out,
@@ -179,6 +198,9 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                                 n += gpu_mvd_variants(t, glu, nr, ks, xc, rp, kp, out + n,
                                                       cap - n);
     }
+    for (int i = 0; i < gpu_n_matvec_types; i++) /* gate+up converting for down (sm_90) */
+        for (int kp = 32; kp <= 64; kp += 32)
+            n += gpu_mvd_qo_variants(gpu_matvec_types[i], kp, out + n, cap - n);
     for (int ks = 1; ks <= 4; ks *= 2) /* q/k and a v of another type (Q4_K_M files) */
         for (int rp = 0; rp < 2; rp++)
             n += gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n, cap - n);

@@ -87,6 +87,111 @@
 #if defined(QT2) && (XC || GLU)
 #error "QT2: not with XC or GLU"
 #endif
+#ifndef QO
+#define QO 0
+#endif
+#if QO && (!GLU || NR != 2 || KS != 1 || XC || NW * QO != 256)
+#error "QO: gate+up with one output a warp, 256 outputs a cluster"
+#endif
+#if QO && !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define QO_ON 1
+// the cluster's barrier (every thread of its blocks arrives, then waits; a thread alternates
+// the two) and a float stored to another block's shared memory (the block of rank `rank`)
+__device__ __forceinline__ void cl_arrive(bool rel)
+{
+    if (rel) // (the cluster's shared memory: not a fence over the whole GPU's memory)
+        asm volatile("fence.acq_rel.cluster;" ::: "memory");
+    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+}
+__device__ __forceinline__ void cl_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
+__device__ __forceinline__ void cl_put(float *p, unsigned rank, float v)
+{
+    unsigned a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
+}
+__device__ __forceinline__ unsigned cl_rank()
+{
+    unsigned r;
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+#else
+#define QO_ON 0
+#endif
+#if QO
+// QO: the gate+up launch hands the down product its input converted (quant_act's mode 1, Q8_K
+// of each 256 outputs; there is then no quant_act launch between them). A cluster of QO
+// blocks of NW warps, a warp an output, holds one 256-block: each block finds the value of
+// largest magnitude of its NW outputs, stores it in every block of the cluster (shared memory
+// across the cluster, sm_90), and after the cluster's barrier each converts its own outputs
+// with the block's scale: the same int8 values, sums of 16 and scales quant_act writes, to oq,
+// os and od. o: the warp's output (every lane), row: the warp's output row.
+__device__ __forceinline__ void qo_out(float o, int row, i8 *oq, float *od, int *os)
+{
+#if QO_ON
+    __shared__ float qv[NW];
+    __shared__ float cand[2 * QO];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0)
+        qv[warp] = o;
+    __syncthreads();
+    float v = 0.0f, am = 0.0f, mx = 0.0f;
+    if (warp == 0) {
+        v = lane < NW ? qv[lane] : 0.0f;
+        am = fabsf(v);
+        mx = v;
+        int idx = am > 0.0f ? lane : 0x7fffffff;
+        for (int s = 16; s > 0; s >>= 1) { // the first of the largest magnitude, as q8k_warp
+            float am2 = shfl_xor(am, s), mx2 = shfl_xor(mx, s);
+            int idx2 = shfl_xor(idx, s);
+            if (am2 > am || (am2 == am && idx2 < idx)) {
+                am = am2;
+                mx = mx2;
+                idx = idx2;
+            }
+        }
+    }
+    cl_wait(); // (the launch's arrival: every block of the cluster runs, its shared memory is)
+    if (warp == 0 && lane < QO) {
+        const unsigned me = cl_rank();
+        cl_put(&cand[2 * me], (unsigned)lane, am);
+        cl_put(&cand[2 * me + 1], (unsigned)lane, mx);
+    }
+    cl_arrive(true);
+    cl_wait(); // every block's value is in every block's cand
+    if (warp != 0)
+        return;
+    am = lane < QO ? cand[2 * lane] : 0.0f;
+    mx = lane < QO ? cand[2 * lane + 1] : 0.0f;
+    int idx = am > 0.0f ? lane : 0x7fffffff; // (rank order is the outputs' order)
+    for (int s = 16; s > 0; s >>= 1) {
+        float am2 = shfl_xor(am, s), mx2 = shfl_xor(mx, s);
+        int idx2 = shfl_xor(idx, s);
+        if (am2 > am || (am2 == am && idx2 < idx)) {
+            am = am2;
+            mx = mx2;
+            idx = idx2;
+        }
+    }
+    const float iscale = am != 0.0f ? -127.0f / mx : 0.0f;
+    const int q = am != 0.0f && lane < NW ? min(127, __float2int_rn(iscale * v)) : 0;
+    const int e = row + lane; // (warp 0: row is the block's first output)
+    int sum = q;
+    for (int s = 1; s < 16; s <<= 1)
+        sum += shfl_xor(sum, s);
+    if (lane < NW) {
+        oq[e] = (i8)q;
+        if (!(e & 15))
+            os[e / 16] = sum;
+        if (!(e & 31))
+            od[e / 32] = am != 0.0f ? 1.0f / iscale : 0.0f;
+    }
+#else
+    (void)o, (void)row, (void)oq, (void)od, (void)os;
+#endif
+}
+#endif
 #ifndef AL
 #define AL 0
 #endif
@@ -107,14 +212,23 @@ namespace qt2 {
 // Grid: nblk = ceil(rows / NOUT / (NW / KS)) blocks; with XC fewer, each taking
 // ceil(nblk / gridDim.x) passes over its lane groups (dynamic shared memory: the converted
 // activation).
-extern "C" __global__ void __launch_bounds__(NW * 32, MB)
+#if QO_ON
+#define MVD_CLUSTER __cluster_dims__(QO, 1, 1)
+#else
+#define MVD_CLUSTER
+#endif
+extern "C" __global__ void MVD_CLUSTER __launch_bounds__(NW * 32, MB)
 mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
     const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
     const float *normw, float eps, int nblk, int early, void *c0, void *c1, void *c2,
-    const float *cs, int nrope, int rmode, int hd, const int *pos, int kv_f16)
+    const float *cs, int nrope, int rmode, int hd, const int *pos, int kv_f16, i8 *oq,
+    float *od, int *os)
 {
     __shared__ float part[NW][NR];
+#if QO_ON
+    cl_arrive(false); // (waited for in qo_out, before a block stores to another's shared memory)
+#endif
 #if XC
     extern __shared__ __align__(16) u8 xsm[];
     xa = xsm;
@@ -122,7 +236,7 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     for (int gb = 0; gb < (nblk + (int)gridDim.x - 1) / (int)gridDim.x; gb++) {
         mv_block(gb, gb == 0, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res,
                  rscale, r0, r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope,
-                 rmode, hd, pos, kv_f16);
+                 rmode, hd, pos, kv_f16, oq, od, os);
         if (KS > 1)
             __syncthreads(); // (part is read before the next group writes it)
     }
@@ -134,12 +248,12 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     if ((int)blockIdx.x >= (r0 + r1) / (NOUT * (NW / KS))) {
         qt2::mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res, rscale,
                       r0, r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope, rmode,
-                      hd, pos, kv_f16);
+                      hd, pos, kv_f16, oq, od, os);
         return;
     }
 #endif
     mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res, rscale, r0,
              r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope, rmode, hd, pos,
-             kv_f16);
+             kv_f16, oq, od, os);
 #endif
 }

@@ -644,7 +644,8 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
                                          int k, const float *xin, const float *nw, float eps,
                                          float (*part)[NR], int early, void *c0, void *c1,
                                          void *c2, const float *cs, int nrope, int rmode, int hd,
-                                         const int *pos, int kv_f16)
+                                         const int *pos, int kv_f16, i8 *oq, float *od,
+                                         int *os)
 {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #if XC
@@ -757,6 +758,19 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
         (void)res, (void)rscale, (void)early;
         return;
     }
+#endif
+#if QO
+    { // (every warp of the block: one output each, the same sums in every lane)
+        const float g = acc[0] + (b0 ? b0[row] : 0.0f), u = acc[1] + (b1 ? b1[row] : 0.0f);
+        const float o = silu_f(g) * u;
+        if (lane == 0)
+            pk.y[row] = o;
+        qo_out(o, row - warp, oq, od, os);
+        (void)res, (void)rscale, (void)early;
+        return;
+    }
+#else
+    (void)oq, (void)od, (void)os;
 #endif
     if (!pk.active || lane >= NOUT || row + lane >= pk.rows)
         return;
