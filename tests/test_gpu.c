@@ -468,7 +468,7 @@ TEST(decode_qkv_of_two_types)
 }
 
 /* The gate+up launch converting its output for a K-format down product (mvd.cu QO: clusters
- * of blocks that share each 256-block's scale, sm_90; BRASA_GPU_GLU_Q=1) against quant_act
+ * of blocks that share each 256-block's scale, sm_90; BRASA_GPU_GLU_Q=1 and 2) against quant_act
  * converting it: the same int8 values, sums and scales, so the same logits bit for bit (graph
  * and eager); and a quant_act launch fewer a layer in the decode plans. */
 TEST(decode_glu_converts)
@@ -476,10 +476,14 @@ TEST(decode_glu_converts)
     if (!gpu_present())
         SKIP("no GPU driver or device");
     static const char *const env[] = {"BRASA_GPU_GLU_Q", "1", NULL};
+    static const char *const env16[] = {"BRASA_GPU_GLU_Q", "2", NULL};
     static const char *const eager[] = {"BRASA_GPU_GLU_Q", "1", "BRASA_GPU_GRAPH", "0", NULL};
     static const char *const types[] = {"Q4_K_M", "Q5_K_M", "Q6_K"};
-    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
-        decode_pair(types[t], env, 0, "gate+up converting for down, and quant_act");
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        decode_pair(types[t], env, 0, "gate+up converting for down (clusters of 8), and quant_act");
+        decode_pair(types[t], env16, 0, "gate+up converting for down (clusters of 16), and "
+                    "quant_act");
+    }
     decode_pair_ctx("Q4_K_M", eager, 0, "gate+up converting for down (eager), and quant_act",
                     2048, 1100);
     const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");

@@ -82,7 +82,8 @@ struct mv_kernel {
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
     int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
     uint32_t wtype2; /* mvd.cu: the third weight's type where it differs (QT2), else 0 */
-    int qo;          /* mvd.cu: gate+up converting its output for the down product (QO) */
+    int qo;          /* mvd.cu: gate+up converting its output for the down product in
+                      * clusters of qo blocks (QO), or 0 */
     int regs, sshm;  /* registers a thread, static shared memory bytes a block */
     CUmodule mod;
     CUfunction fn;
@@ -246,7 +247,8 @@ struct gpu_sess {
     int mvd_mix;             /* a q/k/v launch may take a v of another type (mm_mix;
                               * BRASA_GPU_MVD_MIX=1) */
     int glu_q;               /* decode gate+up converts its output for a K-format down product
-                              * (mvd.cu QO; BRASA_GPU_GLU_Q=1) */
+                              * in clusters of this many blocks (mvd.cu QO; BRASA_GPU_GLU_Q=1:
+                              * 8 of 32 warps, =2: 16 of 16), or 0 */
     int attn_inmerge;        /* decode attention merges its splits (no attn_merge launch) */
     int rope_fuse;           /* decode RoPE in the q/k/v products: 1 where they are small
                               * (rope_into_products), 0 never, 2 always
@@ -523,7 +525,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
-             : dec && qo    ? gpu_mvd_qo_variants(wtype, mvd_kp(wtype, nr), v, 6)
+             : dec && qo    ? gpu_mvd_qo_variants(wtype, mvd_kp(wtype, nr), qo, v, 6)
              : dec && wtype2 ? gpu_mvd_mix_variants(wtype, wtype2, nc, rp, v, 6)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
@@ -575,6 +577,12 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         }
         m.regs = regs;
         g->d.cuFuncGetAttribute(&m.sshm, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, m.fn);
+        if (qo > 8 && g->d.cuFuncSetAttribute(m.fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                                              1) != 0) { /* (clusters of more than 8 blocks) */
+            st = brasa_fail(err, BRASA_EUNSUPPORTED, "clusters of %d blocks", qo);
+            g->d.cuModuleUnload(m.mod);
+            continue;
+        }
         if (dec == 2) { /* the tile shapes of mmt.cu's four paths */
             int fl = wtype == T_F16 || wtype == T_BF16;
             m.dq = dq;
@@ -786,7 +794,8 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->mvd_mix = env_is("BRASA_GPU_MVD_MIX", "1"); /* (not yet measured on a device: off) */
-    s->glu_q = env_is("BRASA_GPU_GLU_Q", "1") && g->jit.arch >= 90 && !drv_is_hip(&g->d);
+    s->glu_q = g->jit.arch < 90 || drv_is_hip(&g->d) ? 0
+             : env_is("BRASA_GPU_GLU_Q", "1") ? 8 : env_is("BRASA_GPU_GLU_Q", "2") ? 16 : 0;
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
@@ -1302,12 +1311,12 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ks = 1;
         /* gate+up in clusters that convert its output for the down product (mvd.cu QO) */
         int qo = glu && !xc && nr == 2 && ks == 1 && b->s->force_ks <= 1 &&
-                 glu_converts(b, i, rows);
+                         glu_converts(b, i, rows) ? b->s->glu_q : 0;
         if (rq >= 0 && nr != 2) /* (rope_into_products leaves the row groups as they are) */
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: a rotating launch with %d "
                               "rows a group", n->name, nr);
-        if (qo && (get_mv(g, 1, w->type, ks, glu, nr, xc, 0, 0, 1, &mv, b->err) != BRASA_OK ||
-                   mv->nw * 8 != 256 || mv->regs > 64))
+        if (qo && (get_mv(g, 1, w->type, ks, glu, nr, xc, 0, 0, qo, &mv, b->err) != BRASA_OK ||
+                   mv->nw * qo != 256 || mv->regs > 64))
             qo = 0; /* (quant_act converts it, as without) */
         if (!qo && (st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, 0, &mv, b->err)) !=
                        BRASA_OK)

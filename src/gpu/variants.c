@@ -87,20 +87,21 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
     return counted(out, nv);
 }
 
-int gpu_mvd_qo_variants(unsigned wtype, int kp, struct gpu_variant *out, int cap)
+int gpu_mvd_qo_variants(unsigned wtype, int kp, int qo, struct gpu_variant *out, int cap)
 {
-    /* the first candidate's register budget (64 at 32 warps an SM), in blocks of 32 warps,
-     * one an SM: a cluster of 8 holds the 256 outputs a scale of quant_act's mode 1 covers */
-    if (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q5_K && wtype != GGML_TYPE_Q6_K)
+    /* the first candidate's register budget (64 at 32 warps an SM), in blocks of 256 / qo
+     * warps: a cluster of qo holds the 256 outputs a scale of quant_act's mode 1 covers */
+    if ((wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q5_K && wtype != GGML_TYPE_Q6_K) ||
+        (qo != 8 && qo != 16))
         return 0;
     if (gpu_mvd_variants(wtype, 1, 2, 1, 0, 0, kp, out, cap) < 1 || out[0].n_defs >= GV_MAX_DEFS)
         return 0;
     for (int d = 0; d < out[0].n_defs; d++)
         if (!strcmp(out[0].defs[d].name, "NW"))
-            out[0].defs[d].value = 32;
+            out[0].defs[d].value = 256 / qo;
         else if (!strcmp(out[0].defs[d].name, "MB"))
-            out[0].defs[d].value = 1;
-    out[0].defs[out[0].n_defs++] = (struct jit_def){"QO", 8};
+            out[0].defs[d].value = qo / 8;
+    out[0].defs[out[0].n_defs++] = (struct jit_def){"QO", qo};
     return 1;
 }
 
@@ -200,7 +201,8 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
     }
     for (int i = 0; i < gpu_n_matvec_types; i++) /* gate+up converting for down (sm_90) */
         for (int kp = 32; kp <= 64; kp += 32)
-            n += gpu_mvd_qo_variants(gpu_matvec_types[i], kp, out + n, cap - n);
+            for (int qo = 8; qo <= 16; qo += 8)
+                n += gpu_mvd_qo_variants(gpu_matvec_types[i], kp, qo, out + n, cap - n);
     for (int ks = 1; ks <= 4; ks *= 2) /* q/k and a v of another type (Q4_K_M files) */
         for (int rp = 0; rp < 2; rp++)
             n += gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n, cap - n);

@@ -32,9 +32,9 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
 int gpu_mvd_mix_variants(unsigned wtype, unsigned qt2, int ks, int rp, struct gpu_variant *out,
                          int cap);
 /* Candidates for the gate+up decode product that converts its output for the down product
- * (mvd.cu QO: clusters of 8 blocks of 32 warps, sm_90), rows of 2, one warp a group, kp as
- * above; returns their count (0: none for that type). */
-int gpu_mvd_qo_variants(unsigned wtype, int kp, struct gpu_variant *out, int cap);
+ * (mvd.cu QO: clusters of qo blocks, 8 of 32 warps or 16 of 16, sm_90), rows of 2, one warp
+ * a group, kp as above; returns their count (0: none for that type or qo). */
+int gpu_mvd_qo_variants(unsigned wtype, int kp, int qo, struct gpu_variant *out, int cap);
 /* Whether decode products of weight type wtype convert their own activation (mvd.cu XC). */
 int gpu_mvd_xc(unsigned wtype);
 /* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up: candidates in
