@@ -500,6 +500,42 @@ TEST(decode_glu_converts)
            n[0], m[0], nl);
 }
 
+/* Products with a residual converting their output for the product after the next RMSNorm
+ * (mvd.cu QN: the norm's output over its 1 / RMS, which that product's sums take from each
+ * 256-block's sum of squares; BRASA_GPU_RES_Q=1 and 2, sm_90) against quant_act converting the
+ * norm's output: an int8 value may differ by one where it lies within rounding of a half, so
+ * within 2e-3, in groups of 1 and 2 warps, with gate+up converting too; and in the decode plans
+ * quant_act only for the first layer's input. */
+TEST(decode_res_converts)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const env[] = {"BRASA_GPU_RES_Q", "1", NULL};
+    static const char *const env8[] = {"BRASA_GPU_RES_Q", "2", NULL};
+    static const char *const both[] = {"BRASA_GPU_RES_Q", "1", "BRASA_GPU_GLU_Q", "1", NULL};
+    static const char *const types[] = {"Q4_K_M", "Q5_K_M", "Q6_K"};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        decode_pair(types[t], env, 2e-3, "residual products converting for the next norm's");
+        decode_pair(types[t], both, 2e-3, "residual and gate+up products converting");
+        setenv("BRASA_GPU_MVD_KS", "2", 1); /* (2 warps a group on both sides) */
+        decode_pair(types[t], env, 2e-3, "residual products converting, 2 warps a group");
+        decode_pair(types[t], env8, 2e-3, "residual products converting, 2 warps, clusters of 8");
+        unsetenv("BRASA_GPU_MVD_KS");
+    }
+    const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
+    if (!test_file_exists(path))
+        return;
+    static const char *const none[] = {NULL}, *const names[] = {"quant_act"};
+    int n[2], m[2], nl, mixed;
+    if (!plan_counts(path, none, 64, names, 1, n, &nl, &mixed) ||
+        !plan_counts(path, both, 64, names, 1, m, &nl, &mixed))
+        return;
+    printf("  llama.Q4_K_M: decode launches of quant_act %d (BRASA_GPU_RES_Q=1 "
+           "BRASA_GPU_GLU_Q=1: %d), %d layers\n", n[0], m[0], nl);
+    CHECKF(m[0] == 1, "%d quant_act launches with BRASA_GPU_RES_Q=1 BRASA_GPU_GLU_Q=1 (%d "
+           "without, %d layers): only the first layer's input", m[0], n[0], nl);
+}
+
 /* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in
  * llama and granite, NEOX in qwen2; qwen3's head norms and qwen35's partial rotation keep the
  * rope launch) against the rope launch: the same rotation, with the host's cos and sin where
@@ -799,7 +835,7 @@ TEST(model_over_gpus)
 
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(decode_conversion_in_attention), T(decode_qkv_of_two_types),
-          T(decode_glu_converts),
+          T(decode_glu_converts), T(decode_res_converts),
           T(decode_rope_in_products),
           T(long_context_f16_cache), T(device_candidates), T(shard_allreduce_through_nccl),
           T(model_over_gpus))

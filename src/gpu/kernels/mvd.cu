@@ -42,7 +42,12 @@
 // activation pointers step one round's pieces at the end of each round, so a load's address is
 // a pointer plus a constant; 0, a measurement: each round's addresses from the first piece's
 // pointers and the round's index, recomputed every round: the Q4_K gate+up loop 191 -> 180
-// instructions (SASS, sm_90), 1.5B Q4_K_M tg128 +5% on an H100, BENCHMARKS.md).
+// instructions (SASS, sm_90), 1.5B Q4_K_M tg128 +5% on an H100, BENCHMARKS.md); QO (clusters
+// of QO blocks convert the launch's output for the product after it, see qo_out: gate+up's,
+// or with QN the output of a product with a residual through the next RMSNorm: qnw its weights,
+// qsl the sums of squares it writes).
+// Any launch reading such a conversion (nsl set: nns sums of squares of the norm's input, eps
+// the norm's) multiplies its sums with the norm's 1 / RMS, from those sums.
 #include "common.cuh"
 
 #ifndef QT
@@ -90,8 +95,12 @@
 #ifndef QO
 #define QO 0
 #endif
-#if QO && (!GLU || NR != 2 || KS != 1 || XC || NW * QO != 256)
-#error "QO: gate+up with one output a warp, 256 outputs a cluster"
+#ifndef QN
+#define QN 0
+#endif
+#define QRB (NW / KS * (GLU ? NR / 2 : NR)) // output rows of a block
+#if QO && (NR != 2 || XC || RP || defined(QT2) || QRB * QO != 256 || (GLU ? KS != 1 || QN : !QN))
+#error "QO: gate+up (or with QN a product with the next norm) in clusters of 256 outputs"
 #endif
 #if QO && !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define QO_ON 1
@@ -120,25 +129,37 @@ __device__ __forceinline__ unsigned cl_rank()
 #define QO_ON 0
 #endif
 #if QO
-// QO: the gate+up launch hands the down product its input converted (quant_act's mode 1, Q8_K
-// of each 256 outputs; there is then no quant_act launch between them). A cluster of QO
-// blocks of NW warps, a warp an output, holds one 256-block: each block finds the value of
-// largest magnitude of its NW outputs, stores it in every block of the cluster (shared memory
-// across the cluster, sm_90), and after the cluster's barrier each converts its own outputs
-// with the block's scale: the same int8 values, sums of 16 and scales quant_act writes, to oq,
-// os and od. o: the warp's output (every lane), row: the warp's output row.
-__device__ __forceinline__ void qo_out(float o, int row, i8 *oq, float *od, int *os)
+// QO: the launch hands the product after it its input converted (quant_act's mode 1, Q8_K of
+// each 256 outputs), so there is no quant_act launch between them. A cluster of QO blocks,
+// QRB outputs each, holds one 256-block: each block finds the value of largest magnitude of
+// its outputs, stores it in every block of the cluster (shared memory across the cluster,
+// sm_90), and after the cluster's barrier each converts its own outputs with the block's
+// scale, writing the int8 values, sums of 16 and scales to oq, os and od as quant_act does.
+// Gate+up (GLU): its outputs, as quant_act would convert them: the same values. QN (a
+// product with a residual, whose output the next RMSNorm reads): each output h times the norm's
+// weight, so the values are the norm's output over its 1 / RMS, which the product reading
+// them multiplies its sums with (its nsl: each cluster's sum of h^2 goes to qsl[cluster]); the
+// int8 values may then differ from quant_act's by one where a value lies within rounding of a
+// half. t: the value to convert, h2: h^2 (QN), r: the output's row in the block (-1 for a lane
+// with none), rb: the block's first output row.
+__device__ __forceinline__ void qo_out(float t, float h2, int r, int rb, i8 *oq, float *od,
+                                       int *os, float *qsl)
 {
 #if QO_ON
-    __shared__ float qv[NW];
-    __shared__ float cand[2 * QO];
+    __shared__ float tv[QRB], sv[QRB];
+    __shared__ float cand[3 * QO];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0)
-        qv[warp] = o;
+    if (r >= 0) {
+        tv[r] = t;
+        if (QN)
+            sv[r] = h2;
+    }
     __syncthreads();
-    float v = 0.0f, am = 0.0f, mx = 0.0f;
+    float v = 0.0f, am = 0.0f, mx = 0.0f, ss = 0.0f;
     if (warp == 0) {
-        v = lane < NW ? qv[lane] : 0.0f;
+        v = lane < QRB ? tv[lane] : 0.0f;
+        if (QN)
+            ss = wave_sum<32>(lane < QRB ? sv[lane] : 0.0f);
         am = fabsf(v);
         mx = v;
         int idx = am > 0.0f ? lane : 0x7fffffff;
@@ -155,15 +176,17 @@ __device__ __forceinline__ void qo_out(float o, int row, i8 *oq, float *od, int 
     cl_wait(); // (the launch's arrival: every block of the cluster runs, its shared memory is)
     if (warp == 0 && lane < QO) {
         const unsigned me = cl_rank();
-        cl_put(&cand[2 * me], (unsigned)lane, am);
-        cl_put(&cand[2 * me + 1], (unsigned)lane, mx);
+        cl_put(&cand[3 * me], (unsigned)lane, am);
+        cl_put(&cand[3 * me + 1], (unsigned)lane, mx);
+        if (QN)
+            cl_put(&cand[3 * me + 2], (unsigned)lane, ss);
     }
     cl_arrive(true);
     cl_wait(); // every block's value is in every block's cand
     if (warp != 0)
         return;
-    am = lane < QO ? cand[2 * lane] : 0.0f;
-    mx = lane < QO ? cand[2 * lane + 1] : 0.0f;
+    am = lane < QO ? cand[3 * lane] : 0.0f;
+    mx = lane < QO ? cand[3 * lane + 1] : 0.0f;
     int idx = am > 0.0f ? lane : 0x7fffffff; // (rank order is the outputs' order)
     for (int s = 16; s > 0; s >>= 1) {
         float am2 = shfl_xor(am, s), mx2 = shfl_xor(mx, s);
@@ -174,13 +197,18 @@ __device__ __forceinline__ void qo_out(float o, int row, i8 *oq, float *od, int 
             idx = idx2;
         }
     }
+    if (QN) {
+        ss = wave_sum<32>(lane < QO ? cand[3 * lane + 2] : 0.0f);
+        if (lane == 0 && cl_rank() == 0)
+            qsl[blockIdx.x / QO] = ss;
+    }
     const float iscale = am != 0.0f ? -127.0f / mx : 0.0f;
-    const int q = am != 0.0f && lane < NW ? min(127, __float2int_rn(iscale * v)) : 0;
-    const int e = row + lane; // (warp 0: row is the block's first output)
+    const int q = am != 0.0f && lane < QRB ? min(127, __float2int_rn(iscale * v)) : 0;
+    const int e = rb + lane;
     int sum = q;
     for (int s = 1; s < 16; s <<= 1)
         sum += shfl_xor(sum, s);
-    if (lane < NW) {
+    if (lane < QRB) {
         oq[e] = (i8)q;
         if (!(e & 15))
             os[e / 16] = sum;
@@ -188,7 +216,7 @@ __device__ __forceinline__ void qo_out(float o, int row, i8 *oq, float *od, int 
             od[e / 32] = am != 0.0f ? 1.0f / iscale : 0.0f;
     }
 #else
-    (void)o, (void)row, (void)oq, (void)od, (void)os;
+    (void)t, (void)h2, (void)r, (void)rb, (void)oq, (void)od, (void)os, (void)qsl;
 #endif
 }
 #endif
@@ -223,7 +251,7 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
     const float *normw, float eps, int nblk, int early, void *c0, void *c1, void *c2,
     const float *cs, int nrope, int rmode, int hd, const int *pos, int kv_f16, i8 *oq,
-    float *od, int *os)
+    float *od, int *os, const float *qnw, float *qsl, const float *nsl, int nns)
 {
     __shared__ float part[NW][NR];
 #if QO_ON
@@ -236,7 +264,7 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     for (int gb = 0; gb < (nblk + (int)gridDim.x - 1) / (int)gridDim.x; gb++) {
         mv_block(gb, gb == 0, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res,
                  rscale, r0, r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope,
-                 rmode, hd, pos, kv_f16, oq, od, os);
+                 rmode, hd, pos, kv_f16, oq, od, os, qnw, qsl, nsl, nns);
         if (KS > 1)
             __syncthreads(); // (part is read before the next group writes it)
     }
@@ -248,12 +276,12 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     if ((int)blockIdx.x >= (r0 + r1) / (NOUT * (NW / KS))) {
         qt2::mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res, rscale,
                       r0, r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope, rmode,
-                      hd, pos, kv_f16, oq, od, os);
+                      hd, pos, kv_f16, oq, od, os, qnw, qsl, nsl, nns);
         return;
     }
 #endif
     mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res, rscale, r0,
              r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope, rmode, hd, pos,
-             kv_f16, oq, od, os);
+             kv_f16, oq, od, os, qnw, qsl, nsl, nns);
 #endif
 }
