@@ -162,16 +162,7 @@ __device__ __forceinline__ void qo_out(float t, float h2, int r, int rb, i8 *oq,
             ss = wave_sum<32>(lane < QRB ? sv[lane] : 0.0f);
         am = fabsf(v);
         mx = v;
-        int idx = am > 0.0f ? lane : 0x7fffffff;
-        for (int s = 16; s > 0; s >>= 1) { // the first of the largest magnitude, as q8k_warp
-            float am2 = shfl_xor(am, s), mx2 = shfl_xor(mx, s);
-            int idx2 = shfl_xor(idx, s);
-            if (am2 > am || (am2 == am && idx2 < idx)) {
-                am = am2;
-                mx = mx2;
-                idx = idx2;
-            }
-        }
+        warp_amax(am, mx, am > 0.0f ? lane : 0x7fffffff); // (as q8k_warp)
     }
     cl_wait(); // (the launch's arrival: every block of the cluster runs, its shared memory is)
     if (warp == 0 && lane < QO) {
@@ -187,16 +178,7 @@ __device__ __forceinline__ void qo_out(float t, float h2, int r, int rb, i8 *oq,
         return;
     am = lane < QO ? cand[3 * lane] : 0.0f;
     mx = lane < QO ? cand[3 * lane + 1] : 0.0f;
-    int idx = am > 0.0f ? lane : 0x7fffffff; // (rank order is the outputs' order)
-    for (int s = 16; s > 0; s >>= 1) {
-        float am2 = shfl_xor(am, s), mx2 = shfl_xor(mx, s);
-        int idx2 = shfl_xor(idx, s);
-        if (am2 > am || (am2 == am && idx2 < idx)) {
-            am = am2;
-            mx = mx2;
-            idx = idx2;
-        }
-    }
+    warp_amax(am, mx, am > 0.0f ? lane : 0x7fffffff); // (rank order is the outputs' order)
     if (QN) {
         ss = wave_sum<32>(lane < QO ? cand[3 * lane + 2] : 0.0f);
         if (lane == 0 && cl_rank() == 0)
