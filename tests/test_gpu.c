@@ -467,6 +467,17 @@ TEST(decode_qkv_of_two_types)
     }
 }
 
+/* The decode launches of quant_act in llama.Q4_K_M's plans without (n[0]) and with (m[0]) the
+ * environment pairs env, and its layers; false where the fixture is missing or not planned. */
+static bool quant_act_launches(const char *const *env, int *n, int *m, int *nl)
+{
+    const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
+    static const char *const none[] = {NULL}, *const names[] = {"quant_act"};
+    int mixed;
+    return test_file_exists(path) && plan_counts(path, none, 64, names, 1, n, nl, &mixed) &&
+           plan_counts(path, env, 64, names, 1, m, nl, &mixed);
+}
+
 /* The gate+up launch converting its output for a K-format down product (mvd.cu QO: clusters
  * of blocks that share each 256-block's scale, sm_90; BRASA_GPU_GLU_Q=1 and 2) against quant_act
  * converting it: the same int8 values, sums and scales, so the same logits bit for bit (graph
@@ -486,13 +497,8 @@ TEST(decode_glu_converts)
     }
     decode_pair_ctx("Q4_K_M", eager, 0, "gate+up converting for down (eager), and quant_act",
                     2048, 1100);
-    const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
-    if (!test_file_exists(path))
-        return;
-    static const char *const none[] = {NULL}, *const names[] = {"quant_act"};
-    int n[2], m[2], nl, mixed;
-    if (!plan_counts(path, none, 64, names, 1, n, &nl, &mixed) ||
-        !plan_counts(path, env, 64, names, 1, m, &nl, &mixed))
+    int n[2], m[2], nl;
+    if (!quant_act_launches(env, n, m, &nl))
         return;
     printf("  llama.Q4_K_M: decode launches of quant_act %d (BRASA_GPU_GLU_Q=1: %d), %d layers\n",
            n[0], m[0], nl);
@@ -522,13 +528,8 @@ TEST(decode_res_converts)
         decode_pair(types[t], env8, 2e-3, "residual products converting, 2 warps, clusters of 8");
         unsetenv("BRASA_GPU_MVD_KS");
     }
-    const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
-    if (!test_file_exists(path))
-        return;
-    static const char *const none[] = {NULL}, *const names[] = {"quant_act"};
-    int n[2], m[2], nl, mixed;
-    if (!plan_counts(path, none, 64, names, 1, n, &nl, &mixed) ||
-        !plan_counts(path, both, 64, names, 1, m, &nl, &mixed))
+    int n[2], m[2], nl;
+    if (!quant_act_launches(both, n, m, &nl))
         return;
     printf("  llama.Q4_K_M: decode launches of quant_act %d (BRASA_GPU_RES_Q=1 "
            "BRASA_GPU_GLU_Q=1: %d), %d layers\n", n[0], m[0], nl);
