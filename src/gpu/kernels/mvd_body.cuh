@@ -715,7 +715,7 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     float slv = 0.0f;
     bool slok = false;
     if (XC)
-        nsl = NULL;
+        nsl = nullptr;
     if (pk.active || (XC && first))
         rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, acc, pk.active, first, xin,
                  nw, eps, hh, nsl, nns, slv, slok);
