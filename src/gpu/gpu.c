@@ -82,8 +82,9 @@ struct mv_kernel {
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
     int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
     uint32_t wtype2; /* mvd.cu: the third weight's type where it differs (QT2), else 0 */
-    int qo;          /* mvd.cu: gate+up converting its output for the down product in
-                      * clusters of qo blocks (QO), or 0 */
+    int qo;          /* mvd.cu: converting its output for the product after it (gate+up,
+                      * or a product with a residual through the next norm: QN) in clusters
+                      * of qo blocks (QO), or 0 */
     int regs, sshm;  /* registers a thread, static shared memory bytes a block */
     int local;       /* local (spilled) bytes a thread, where the last candidate was taken */
     CUmodule mod;

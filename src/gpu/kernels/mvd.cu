@@ -149,6 +149,7 @@ __device__ __forceinline__ void qo_out(float t, float h2, int r, int rb, i8 *oq,
     __shared__ float tv[QRB], sv[QRB];
     __shared__ float cand[3 * QO];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const unsigned me = cl_rank();
     if (r >= 0) {
         tv[r] = t;
         if (QN)
@@ -166,7 +167,6 @@ __device__ __forceinline__ void qo_out(float t, float h2, int r, int rb, i8 *oq,
     }
     cl_wait(); // (the launch's arrival: every block of the cluster runs, its shared memory is)
     if (warp == 0 && lane < QO) {
-        const unsigned me = cl_rank();
         cl_put(&cand[3 * me], (unsigned)lane, am);
         cl_put(&cand[3 * me + 1], (unsigned)lane, mx);
         if (QN)
@@ -181,7 +181,7 @@ __device__ __forceinline__ void qo_out(float t, float h2, int r, int rb, i8 *oq,
     warp_amax(am, mx, am > 0.0f ? lane : 0x7fffffff); // (rank order is the outputs' order)
     if (QN) {
         ss = wave_sum<32>(lane < QO ? cand[3 * lane + 2] : 0.0f);
-        if (lane == 0 && cl_rank() == 0)
+        if (lane == 0 && me == 0)
             qsl[blockIdx.x / QO] = ss;
     }
     const float iscale = am != 0.0f ? -127.0f / mx : 0.0f;
