@@ -67,6 +67,10 @@ void brasa_session_free(struct brasa_session *s);
 void brasa_session_reset(struct brasa_session *s); /* empty KV cache and recurrent state */
 int brasa_session_pos(const struct brasa_session *s);
 int brasa_session_n_ctx(const struct brasa_session *s);
+/* The device time of the last forward pass in ms, from the GPU's own events (from the start of
+ * its first kernel to the end of its last, not counting the copies to and from the host); -1
+ * on the CPU backend or split over several GPUs. */
+double brasa_session_device_ms(const struct brasa_session *s);
 /* Feeds n tokens at the current position. If logits_all is non-NULL it receives the logits of
  * every one of the n positions ([n][n_vocab]); the last position's logits are always available
  * from brasa_session_logits() afterwards. */
@@ -74,6 +78,11 @@ brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int
                                 float *logits_all, struct brasa_err *err);
 /* NULL only if the logits could not be read from the GPU. */
 const float *brasa_session_logits(struct brasa_session *s);
+/* Greedy generation on one GPU queues its decode steps: brasa_session_eval of one token may
+ * return before the device has run it (and queue the next step ahead on the device's own
+ * pick); brasa_session_sample, _logits and every other call wait for it. This waits for the
+ * evaluated tokens' steps alone (timing; a no-op otherwise). */
+brasa_status brasa_session_wait(struct brasa_session *s, struct brasa_err *err);
 /* Resident bytes of the session (KV cache, recurrent state, activations). */
 uint64_t brasa_session_bytes(const struct brasa_session *s);
 
@@ -121,6 +130,8 @@ struct brasa_gen_stats {
     int n_prompt, n_gen;
     double prompt_s, gen_s;   /* wall time of prompt processing and of generation */
     double ttft_s;            /* time to first generated token */
+    int n_ahead;              /* tokens whose step the GPU had queued ahead on its own pick
+                               * (greedy), before the host read the token: kept as they were */
 };
 /* Called for every generated token with its printable text (streaming-safe UTF-8).
  * Return non-zero to stop. */

@@ -834,9 +834,107 @@ TEST(model_over_gpus)
     }
 }
 
+static int collect_ids(void *ud, int32_t id, const char *text, size_t len)
+{
+    (void)text, (void)len;
+    int32_t *v = ud;
+    v[1 + v[0]++] = id;
+    return 0;
+}
+
+static int stop_at_5(void *ud, int32_t id, const char *text, size_t len)
+{
+    collect_ids(ud, id, text, len);
+    return ((int32_t *)ud)[0] == 5;
+}
+
+/* Greedy generation with its decode steps queued ahead (each on the device's own pick, before
+ * the host has read it) against the same with BRASA_GPU_QUEUE=0: the same tokens, the same
+ * position, the last step's row bit for bit (run again where the step queued past the end
+ * overwrote it), and the next eval's row too; a stop by the callback mid-way drops the step
+ * queued past it. qwen35 (a recurrent state) does not queue. */
+TEST(generate_queued)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    const char *files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q8_0.gguf",
+                           "fixtures/qwen35.Q4_K_M.gguf"};
+    for (int f = 0; f < 3; f++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s", test_shared_path(files[f]));
+        if (!test_file_exists(p))
+            continue;
+        struct brasa_model *m = NULL;
+        struct brasa_session *s[2] = {NULL, NULL};
+        REQUIRE(open_model(p, BRASA_BACKEND_CUDA, &m, &s[0], 256, BRASA_KV_F16) == BRASA_OK);
+        struct brasa_session_opts so = {.n_ctx = 256, .kv_type = BRASA_KV_F16};
+        struct brasa_err err = {{0}};
+        REQUIRE(brasa_session_new(m, &so, &s[1], &err) == BRASA_OK);
+        struct brasa_model_info info;
+        brasa_model_get_info(m, &info);
+        struct brasa_sampler_params sp;
+        brasa_sampler_defaults(&sp);
+        sp.temperature = 0;
+        sp.repeat_penalty = 1;
+        sp.presence_penalty = sp.frequency_penalty = 0;
+        struct brasa_sampler *smp = NULL;
+        REQUIRE(brasa_sampler_new(&sp, info.n_vocab, &smp, &err) == BRASA_OK);
+        int32_t got[2][1 + 64] = {{0}};
+        struct brasa_gen_stats gs[2];
+        const int32_t prompt[6] = {1, 20, 300, 40, 5, 77};
+        for (int q = 0; q < 2; q++) {
+            got[q][0] = 0;
+            if (q)
+                setenv("BRASA_GPU_QUEUE", "0", 1);
+            CHECKF(brasa_generate(s[q], smp, prompt, 6, 40, BRASA_GEN_IGNORE_EOS, collect_ids,
+                                  got[q], &gs[q], &err) == BRASA_OK, "%s", err.msg);
+            unsetenv("BRASA_GPU_QUEUE");
+        }
+        const bool rec = strstr(p, "qwen35") != NULL;
+        CHECKF(got[0][0] == 40 && got[1][0] == 40 && !memcmp(got[0], got[1], sizeof got[0]),
+               "%s: queued steps gave other tokens", files[f]);
+        CHECKF(brasa_session_pos(s[0]) == 46 && brasa_session_pos(s[1]) == 46,
+               "%s: positions %d and %d after 6 + 40", files[f], brasa_session_pos(s[0]),
+               brasa_session_pos(s[1]));
+        CHECKF(rec ? gs[0].n_ahead == 0 : gs[0].n_ahead == 39, "%s: %d steps kept ahead",
+               files[f], gs[0].n_ahead);
+        CHECK(gs[1].n_ahead == 0);
+        int same = 1;
+        for (int k = 0; k < 2; k++) { /* the last row, then the next token's */
+            const float *r0 = brasa_session_logits(s[0]), *r1 = brasa_session_logits(s[1]);
+            same &= r0 && r1 && !memcmp(r0, r1, (size_t)info.n_vocab * 4);
+            int32_t id = 123;
+            CHECKF(brasa_session_eval(s[0], &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
+            CHECKF(brasa_session_eval(s[1], &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
+        }
+        CHECKF(same, "%s: rows after queued generation differ", files[f]);
+        /* a stop mid-way: the step queued past it is dropped, the next turn goes on */
+        for (int q = 0; q < 2; q++) {
+            got[q][0] = 0;
+            if (q)
+                setenv("BRASA_GPU_QUEUE", "0", 1);
+            CHECKF(brasa_generate(s[q], smp, prompt, 3, 20, BRASA_GEN_IGNORE_EOS, stop_at_5,
+                                  got[q], &gs[q], &err) == BRASA_OK, "%s", err.msg);
+            CHECKF(brasa_generate(s[q], smp, prompt + 3, 3, 8, BRASA_GEN_IGNORE_EOS,
+                                  collect_ids, got[q], &gs[q], &err) == BRASA_OK, "%s", err.msg);
+            unsetenv("BRASA_GPU_QUEUE");
+        }
+        CHECKF(got[0][0] == 13 && !memcmp(got[0], got[1], sizeof got[0]) &&
+                   brasa_session_pos(s[0]) == brasa_session_pos(s[1]),
+               "%s: a stop and a second turn gave other tokens or positions", files[f]);
+        printf("  %s: queued greedy steps == one at a time (40 tokens, %d kept ahead; a stop "
+               "and a second turn)\n", files[f], gs[0].n_ahead);
+        brasa_sampler_free(smp);
+        brasa_session_free(s[0]);
+        brasa_session_free(s[1]);
+        brasa_model_free(m);
+    }
+}
+
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(decode_conversion_in_attention), T(decode_qkv_of_two_types),
           T(decode_glu_converts), T(decode_res_converts),
           T(decode_rope_in_products),
-          T(long_context_f16_cache), T(device_candidates), T(shard_allreduce_through_nccl),
+          T(long_context_f16_cache), T(device_candidates), T(generate_queued),
+          T(shard_allreduce_through_nccl),
           T(model_over_gpus))

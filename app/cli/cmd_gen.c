@@ -254,6 +254,7 @@ static brasa_status generate(struct brasa_session *s, struct brasa_sampler *smp,
 {
     memset(r, 0, sizeof *r);
     brasa_status st = BRASA_OK;
+    double t0 = 0;
     brasa_session_set_sampler(s, smp); /* on a GPU only the sampler's candidates cross */
     for (int i = 0; max_tokens < 0 || i < max_tokens; i++) {
         int32_t id = brasa_session_sample(s, smp);
@@ -274,13 +275,19 @@ static brasa_status generate(struct brasa_session *s, struct brasa_sampler *smp,
             r->ctx_full = true;
             break;
         }
-        double t0 = plat_now();
+        if (r->n_eval == 0)
+            t0 = plat_now();
         st = brasa_session_eval(s, &id, 1, NULL, err);
-        r->eval_s += plat_now() - t0;
         r->n_eval++;
         if (st != BRASA_OK)
             break;
     }
+    /* the evaluated tokens' time, sampling and output included: from the first eval until its
+     * last step is done (on a GPU, greedy steps are queued: eval returns before they run) */
+    if (st == BRASA_OK)
+        st = brasa_session_wait(s, err);
+    if (r->n_eval > 0)
+        r->eval_s = plat_now() - t0;
     brasa_session_set_sampler(s, NULL);
     if (st != BRASA_OK)
         return st;
@@ -985,18 +992,23 @@ static void stat_add(struct bench_stat *b, double x)
     b->n++;
 }
 
+/* dev_ms: the GPU's own time of the generated tokens' forward passes summed (ms), or < 0 */
 static int bench_one(struct brasa_session *s, const int32_t *ids, int n_p, int n_g, double *rate,
-                     struct brasa_err *err)
+                     double *dev_ms, struct brasa_err *err)
 {
     brasa_session_reset(s);
+    *dev_ms = 0;
     double t0 = plat_now();
     if (n_p > 0) {
         if (brasa_session_eval(s, ids, n_p, NULL, err) != BRASA_OK)
             return 1;
     } else {
-        for (int i = 0; i < n_g; i++)
+        for (int i = 0; i < n_g; i++) {
             if (brasa_session_eval(s, ids + i, 1, NULL, err) != BRASA_OK)
                 return 1;
+            double d = brasa_session_device_ms(s);
+            *dev_ms = d >= 0 && *dev_ms >= 0 ? *dev_ms + d : -1;
+        }
     }
     double t = plat_now() - t0;
     *rate = (double)(n_p > 0 ? n_p : n_g) / (t > 0 ? t : 1e-9);
@@ -1052,10 +1064,10 @@ int cmd_bench(int argc, char **argv)
     /* Token ids spread over the vocabulary, the same every run. */
     for (int i = 0; i < need; i++)
         ids[i] = (int32_t)(((uint64_t)i * 2654435761u + 7) % (uint64_t)info.n_vocab);
-    double r;
+    double r, dms, dev = 0;
     /* warm-up: the full prompt (its batch size picks the kernels, which the first run of a
      * shape compiles) and two generated tokens */
-    if (bench_one(s, ids, n_p > 0 ? n_p : 0, n_g > 0 ? 2 : 0, &r, &err))
+    if (bench_one(s, ids, n_p > 0 ? n_p : 0, n_g > 0 ? 2 : 0, &r, &dms, &err))
         goto fail;
     char ft[32], size[32], model[160];
     snprintf(model, sizeof model, "%s %s", info.arch, cli_file_type_name(a.model, ft, sizeof ft));
@@ -1073,9 +1085,11 @@ int cmd_bench(int argc, char **argv)
         struct bench_stat *b = k ? &tg : &pp;
         int n = k ? n_g : n_p;
         for (int i = 0; i < reps && n > 0; i++) {
-            if (bench_one(s, ids, k ? 0 : n_p, k ? n_g : 0, &r, &err))
+            if (bench_one(s, ids, k ? 0 : n_p, k ? n_g : 0, &r, &dms, &err))
                 goto fail;
             stat_add(b, r);
+            if (k)
+                dev = dms >= 0 && dev >= 0 ? dev + dms : -1;
         }
         if (!b->n)
             continue;
@@ -1095,6 +1109,11 @@ int cmd_bench(int argc, char **argv)
     if (!strcmp(info.backend, "cpu"))
         printf("\ncpu kernels: %s", quant_cpu_kernels());
     printf("\ncontext: %d positions", brasa_session_n_ctx(s));
+    if (tg.n && dev > 0) { /* what of a token's time the GPU spends in its forward pass */
+        double wall = 1e3 * tg.n / tg.sum, gpu = dev / ((double)tg.n * n_g);
+        printf("\ndecode step on the GPU: %.3f ms of %.3f ms a token (%.1f%% outside it: "
+               "launch, copies, host)", gpu, wall, 100.0 * (1.0 - gpu / wall));
+    }
     printf("\nweights read per generated token: %.1f MiB", wb / (1 << 20));
     if (bw > 0 && wb > 0) {
         double limit = bw * 1e9 / wb;

@@ -200,6 +200,7 @@ static bool env_is(const char *name, const char *v);
 static int env_int(const char *name, int def);
 
 #define MAX_PLANS 4
+#define GPU_SLOTS 2 /* runs in flight at most */
 #define ROPE_CS_MAX 256 /* floats of d_io's RoPE table: [pair][cos, sin], heads up to 256 */
 /* mmt.cu split along k: at most this many partial tiles (blocks) a launch, each of at most
  * MMT_TILE_FLOATS floats (128 x 128 F16 tiles: 64 values for each of 256 threads) */
@@ -217,7 +218,19 @@ struct gpu_sess {
     void *h_gat;            /* pinned: every rank's block */
     size_t gat_cap;
     CUstream st;
-    CUevent ev0, ev1;
+    /* runs in flight (gpu_sess_launch): each slot has its own host staging and events, so that
+     * a decode step can be launched before the host has read the one before it */
+    struct gslot {
+        CUevent ev0, ev1, ev2; /* before the kernels, after them, after the copy to the host */
+        int32_t *h_io;         /* pinned staging of d_io (tok_cap + 1 + ROPE_CS_MAX words) */
+        int32_t *h_top;        /* pinned copy of d_top */
+        int top;               /* the candidates the run sends (0: the whole output) */
+        bool graph;            /* it replayed the decode graph */
+    } sl[GPU_SLOTS];
+    int sl_next;             /* the slot the next launch takes */
+    int nfly;                /* runs launched and not yet finished, the oldest first */
+    int sl_done;             /* the slot of the last finished run */
+    CUevent evg;             /* gpu_sess_gather's end */
     struct wmap *states;
     int ns, caps;
     CUdeviceptr ws;         /* workspace: arena + quantized activations + attention partials */
@@ -230,7 +243,8 @@ struct gpu_sess {
     CUdeviceptr d_cnt;       /* [MMT_SPLIT_TILES + ATTN_CNT] int32, zero between launches: mmt's
                               * counts, then decode attention's */
     int tok_cap;
-    int32_t *h_io;           /* pinned staging of d_io */
+    int32_t *h_io;           /* pinned staging of d_io, GPU_SLOTS blocks of io_words */
+    size_t io_words;
     struct plan plans[MAX_PLANS];
     float *out;              /* pinned: the output node's rows */
     size_t out_cap;
@@ -240,8 +254,8 @@ struct gpu_sess {
     CUdeviceptr d_top;       /* [1 + 2 TK_MAX] int32: K, then the top-k kernel's ids and values */
     CUdeviceptr d_tkp;       /* [TK_PARTS TK_MAX] keys: topk_part's blocks' candidates */
     bool tk_one;             /* the top-k in one block (BRASA_GPU_TOPK_PARTS=1: measurement) */
-    int32_t *h_top;          /* pinned copy of d_top */
-    int top_n;               /* candidates of the last run (0: none) */
+    int32_t *h_top;          /* pinned copies of d_top, GPU_SLOTS blocks of 1 + 2 TK_MAX */
+    int top_n;               /* candidates of the last finished run (0: none) */
     const char *dump;
     bool use_graph, fuse;
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
@@ -289,6 +303,7 @@ struct gpu_sess {
     long tl_runs, tl_bad;
     uint64_t *h_tl;
     float last_ms;
+    const struct plan *cur;  /* the plan of the last launch (profile and timeline) */
 };
 
 /* ---------------------------------------------------------------- device */
@@ -816,15 +831,25 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     brasa_status st;
     if ((st = DRV_CALL(&g->d, err, cuCtxSetCurrent, g->ctx)) ||
         (st = DRV_CALL(&g->d, err, cuStreamCreate, &s->st, CU_STREAM_NON_BLOCKING)) ||
-        (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev0, CU_EVENT_DEFAULT)) ||
-        (st = DRV_CALL(&g->d, err, cuEventCreate, &s->ev1, CU_EVENT_DEFAULT)) ||
+        (st = DRV_CALL(&g->d, err, cuEventCreate, &s->evg, CU_EVENT_DISABLE_TIMING)) ||
         (st = gmem_alloc(&g->mem, &s->d_top, (1 + 2 * TK_MAX) * 4, "sampler candidates",
                          "session", err)) ||
         (st = gmem_alloc(&g->mem, &s->d_tkp, (size_t)TK_PARTS * TK_MAX * 8,
                          "sampler candidates by part", "session", err)) ||
-        (st = DRV_CALL(&g->d, err, cuMemAllocHost, (void **)&s->h_top, (1 + 2 * TK_MAX) * 4))) {
+        (st = DRV_CALL(&g->d, err, cuMemAllocHost, (void **)&s->h_top,
+                       GPU_SLOTS * (1 + 2 * TK_MAX) * 4))) {
         gpu_sess_free(s);
         return st;
+    }
+    for (int i = 0; i < GPU_SLOTS; i++) {
+        struct gslot *q = &s->sl[i];
+        q->h_top = s->h_top + i * (1 + 2 * TK_MAX);
+        if ((st = DRV_CALL(&g->d, err, cuEventCreate, &q->ev0, CU_EVENT_DEFAULT)) ||
+            (st = DRV_CALL(&g->d, err, cuEventCreate, &q->ev1, CU_EVENT_DEFAULT)) ||
+            (st = DRV_CALL(&g->d, err, cuEventCreate, &q->ev2, CU_EVENT_DISABLE_TIMING))) {
+            gpu_sess_free(s);
+            return st;
+        }
     }
     *out = s;
     return BRASA_OK;
@@ -871,10 +896,14 @@ void gpu_sess_free(struct gpu_sess *s)
     gmem_free(&g->mem, s->d_gat);
     if (s->h_gat)
         g->d.cuMemFreeHost(s->h_gat);
-    if (s->ev0)
-        g->d.cuEventDestroy(s->ev0);
-    if (s->ev1)
-        g->d.cuEventDestroy(s->ev1);
+    for (int i = 0; i < GPU_SLOTS; i++) {
+        CUevent *e[3] = {&s->sl[i].ev0, &s->sl[i].ev1, &s->sl[i].ev2};
+        for (int j = 0; j < 3; j++)
+            if (*e[j])
+                g->d.cuEventDestroy(*e[j]);
+    }
+    if (s->evg)
+        g->d.cuEventDestroy(s->evg);
     if (s->st)
         g->d.cuStreamDestroy(s->st);
     free(s->states);
@@ -952,8 +981,9 @@ const float *gpu_sess_output(struct gpu_sess *s, struct brasa_err *err)
 
 int gpu_sess_top(const struct gpu_sess *s, const int32_t **ids, const float **logits)
 {
-    *ids = s->h_top + 1;
-    *logits = (const float *)(s->h_top + 1 + TK_MAX);
+    const int32_t *t = s->sl[s->sl_done].h_top;
+    *ids = t + 1;
+    *logits = (const float *)(t + 1 + TK_MAX);
     return s->top_n;
 }
 double gpu_sess_last_ms(const struct gpu_sess *s) { return s->last_ms; }
@@ -1527,6 +1557,9 @@ static brasa_status plan_node(struct pb *b, int i)
             ap(l, out);
             ai(l, n->p.i[0]); /* a shard's first row of the table, and its rows */
             ai(l, w->ne[1]);
+            /* a token of -1 in the batch's tokens: the first candidate of the run before
+             * (gpu_sess_launch with no tokens) */
+            ap(l, in[1] == b->s->d_tok && T == 1 ? b->s->d_top + 4 : 0);
         }
         break;
     }
@@ -2080,7 +2113,7 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         s->ws_gen++;
     }
     if (g->n_tok > s->tok_cap) {
-        gp->d.cuStreamSynchronize(s->st);
+        gp->d.cuStreamSynchronize(s->st); /* (runs in flight read h_io: gpu_sess_launch) */
         gmem_free(&gp->mem, s->d_io);
         if (s->h_io)
             gp->d.cuMemFreeHost(s->h_io);
@@ -2089,8 +2122,11 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         s->tok_cap = 0;
         size_t nb = (size_t)(g->n_tok + 1 + ROPE_CS_MAX) * 4;
         if ((st = gmem_alloc(&gp->mem, &s->d_io, nb, "position and tokens", "session", err)) ||
-            (st = DRV_CALL(&gp->d, err, cuMemAllocHost, (void **)&s->h_io, nb)))
+            (st = DRV_CALL(&gp->d, err, cuMemAllocHost, (void **)&s->h_io, GPU_SLOTS * nb)))
             return st;
+        s->io_words = nb / 4;
+        for (int i = 0; i < GPU_SLOTS; i++)
+            s->sl[i].h_io = s->h_io + i * s->io_words;
         s->d_pos = s->d_io;
         s->d_cs = s->d_io + 4;
         s->d_tok = s->d_io + 4 * (1 + ROPE_CS_MAX);
@@ -2318,13 +2354,16 @@ static brasa_status launch(struct gpu_sess *s, const struct launch *l, struct br
 }
 
 /* Waits for the stream with a deadline: a kernel that never finishes becomes an error. */
-static brasa_status wait_stream(struct gpu_sess *s, const char *what, struct brasa_err *err)
+/* Waits for ev with the watchdog's deadline: spins for the first 5 ms (a decode step ends
+ * within them), then sleeps 50 us between queries. */
+static brasa_status wait_event(struct gpu_sess *s, CUevent ev, const char *what,
+                               struct brasa_err *err)
 {
     struct gpu *g = s->g;
     double t0 = plat_now();
     CUresult r;
     for (long spins = 0;; spins++) {
-        r = g->d.cuEventQuery(s->ev1);
+        r = g->d.cuEventQuery(ev);
         if (r != CUDA_ERROR_NOT_READY)
             break;
         double el = plat_now() - t0;
@@ -2357,8 +2396,14 @@ static void dump_node(struct gpu_sess *s, const struct graph *g, int i, const st
     free(x);
 }
 
-static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct graph_run *r,
-                        bool eager, struct brasa_err *err)
+static brasa_status finish_run(struct gpu_sess *s, struct brasa_err *err);
+
+/* Queues a run on the session's stream without waiting for it: the inputs from the slot's
+ * staging, the kernels (the captured graph for one token), the candidates or the output to
+ * the slot's host copy. r->tokens NULL: the one token is the first candidate of the run
+ * before, chosen on the device (get_rows reads it from d_top; only with candidates). */
+static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
+                               const struct graph_run *r, bool eager, struct brasa_err *err)
 {
     struct gpu *gp = s->g;
     struct plan *p = find_plan(s, g);
@@ -2366,24 +2411,38 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
     if ((st = DRV_CALL(&gp->d, err, cuCtxSetCurrent, gp->ctx)))
         return st;
     if (!p || p->n_nodes != g->n || p->n_tok != g->n_tok || p->gen != s->ws_gen) {
+        while (s->nfly) /* (planning may move the buffers the runs in flight use) */
+            if ((st = finish_run(s, err)))
+                return st;
         if ((st = gpu_sess_prepare(s, g, p ? p->n_ctx : 0, err)))
             return st;
         p = find_plan(s, g);
     }
-    s->h_io[0] = r->pos0;
-    if (p->rope_half) /* the angles as the CPU's rope makes them */
-        graph_rope_table(r->pos0, p->rope_half, p->rope_ts, (float *)(s->h_io + 1));
-    memcpy(s->h_io + 1 + ROPE_CS_MAX, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
     int top = p->top && r->top_k > 0 ? (r->top_k < TK_MAX ? r->top_k : TK_MAX) : 0;
-    if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, s->h_io,
+    if (!r->tokens && (!top || g->n_tok != 1))
+        return brasa_fail(err, BRASA_EINVAL, "a token from the device needs one token and "
+                          "the sampler's candidates");
+    /* a slot free, and the whole output (one host buffer) only with nothing in flight */
+    while (s->nfly == GPU_SLOTS || (s->nfly && !top))
+        if ((st = finish_run(s, err)))
+            return st;
+    struct gslot *q = &s->sl[s->sl_next];
+    q->h_io[0] = r->pos0;
+    if (p->rope_half) /* the angles as the CPU's rope makes them */
+        graph_rope_table(r->pos0, p->rope_half, p->rope_ts, (float *)(q->h_io + 1));
+    if (r->tokens)
+        memcpy(q->h_io + 1 + ROPE_CS_MAX, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
+    else
+        q->h_io[1 + ROPE_CS_MAX] = -1; /* (get_rows: the previous run's first candidate) */
+    if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, q->h_io,
                        (size_t)(g->n_tok + 1 + ROPE_CS_MAX) * sizeof(int32_t), s->st)))
         return st;
     if (p->top) {
-        s->h_top[0] = top;
-        if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_top, s->h_top, 4, s->st)))
+        q->h_top[0] = top;
+        if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_top, q->h_top, 4, s->st)))
             return st;
     }
-    if ((st = DRV_CALL(&gp->d, err, cuEventRecord, s->ev0, s->st)))
+    if ((st = DRV_CALL(&gp->d, err, cuEventRecord, q->ev0, s->st)))
         return st;
     bool graph = !eager && s->use_graph && !s->dump && !s->prof && g->n_tok == 1;
     if (s->prof && p->nl > s->npev) {
@@ -2430,26 +2489,50 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
     const struct graph_node *on = &g->nodes[g->out];
     s->out_dev = s->ws + on->offset;
     s->out_len = on->nbytes;
-    s->out_valid = !top;
-    s->top_n = 0;
-    if ((st = DRV_CALL(&gp->d, err, cuEventRecord, s->ev1, s->st)) ||
-        (st = top ? DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, s->h_top + 1, s->d_top + 4,
+    s->out_valid = false;
+    if ((st = DRV_CALL(&gp->d, err, cuEventRecord, q->ev1, s->st)) ||
+        (st = top ? DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, q->h_top + 1, s->d_top + 4,
                              2 * TK_MAX * sizeof(int32_t), s->st)
                   : DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, s->out, s->out_dev, s->out_len,
                              s->st)) ||
-        (st = wait_stream(s, graph ? "the decode graph" : "a prompt batch", err)) ||
-        (st = DRV_CALL(&gp->d, err, cuStreamSynchronize, s->st)))
+        (st = DRV_CALL(&gp->d, err, cuEventRecord, q->ev2, s->st)))
         return st;
-    s->top_n = top;
+    q->top = top;
+    q->graph = graph;
+    s->cur = p;
+    s->sl_next = (s->sl_next + 1) % GPU_SLOTS;
+    s->nfly++;
+    return BRASA_OK;
+}
+
+/* Waits for the oldest run in flight; its candidates (or output) are then the session's. */
+static brasa_status finish_run(struct gpu_sess *s, struct brasa_err *err)
+{
+    struct gpu *gp = s->g;
+    if (!s->nfly)
+        return BRASA_OK;
+    const int i = (s->sl_next - s->nfly + GPU_SLOTS) % GPU_SLOTS;
+    struct gslot *q = &s->sl[i];
+    brasa_status st = wait_event(s, q->ev2, q->graph ? "the decode graph" : "a prompt batch",
+                                 err);
+    s->nfly--;
+    if (st != BRASA_OK) {
+        s->nfly = 0; /* (the stream is broken: nothing after it will finish either) */
+        return st;
+    }
+    s->sl_done = i;
+    s->top_n = q->top;
+    s->out_valid = !q->top;
     float ms = 0;
-    gp->d.cuEventElapsedTime(&ms, s->ev0, s->ev1);
+    gp->d.cuEventElapsedTime(&ms, q->ev0, q->ev1);
     s->last_ms = ms;
-    for (int k = 0; s->prof && k < p->nl; k++) {
+    const struct plan *p = s->cur;
+    for (int k = 0; s->prof && p && k < p->nl; k++) {
         float km = 0;
-        gp->d.cuEventElapsedTime(&km, k ? s->pev[k - 1] : s->ev0, s->pev[k]);
+        gp->d.cuEventElapsedTime(&km, k ? s->pev[k - 1] : q->ev0, s->pev[k]);
         kt_add(s->pk, &s->npk, p->l[k].kname, km);
     }
-    if (gp->tl && (st = tl_collect(s, p, err)))
+    if (gp->tl && p && (st = tl_collect(s, p, err)))
         return st;
     if (gp->o.duty > 0 && gp->o.duty < 1) { /* duty-cycle limiter: idle in proportion */
         double idle = ms * 1e-3 * (1.0 - gp->o.duty) / gp->o.duty;
@@ -2457,6 +2540,16 @@ static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct 
         nanosleep(&ts, NULL);
     }
     return BRASA_OK;
+}
+
+/* A run, waited for (and every run in flight before it) */
+static brasa_status run(struct gpu_sess *s, const struct graph *g, const struct graph_run *r,
+                        bool eager, struct brasa_err *err)
+{
+    brasa_status st = launch_run(s, g, r, eager, err);
+    while (st == BRASA_OK && s->nfly)
+        st = finish_run(s, err);
+    return st;
 }
 
 brasa_status gpu_make_current(struct gpu *g, struct brasa_err *err)
@@ -2511,8 +2604,8 @@ brasa_status gpu_sess_gather(struct gpu_sess *s, bool top, int world, int row, i
         return brasa_fail(err, BRASA_EDEVICE, "ncclAllGather over %d ranks: %s", world,
                           s->nc->GetErrorString(r));
     CK(cuMemcpyDtoHAsync, s->h_gat, recv, per * 4 * (size_t)world, s->st);
-    CK(cuEventRecord, s->ev1, s->st);
-    if ((st = wait_stream(s, "gathering the ranks' results", err)) != BRASA_OK)
+    CK(cuEventRecord, s->evg, s->st);
+    if ((st = wait_event(s, s->evg, "gathering the ranks' results", err)) != BRASA_OK)
         return st;
     *out = s->h_gat;
     return BRASA_OK;
@@ -2522,6 +2615,46 @@ brasa_status gpu_sess_run(struct gpu_sess *s, const struct graph *g, const struc
                           struct brasa_err *err)
 {
     return run(s, g, r, false, err);
+}
+
+brasa_status gpu_sess_launch(struct gpu_sess *s, const struct graph *g, const struct graph_run *r,
+                             struct brasa_err *err)
+{
+    if (g->n_tok != 1 || r->top_k <= 0 || !gpu_sess_can_queue(s))
+        return brasa_fail(err, BRASA_EINVAL, "only decode steps with the sampler's candidates "
+                          "on the graph executor are queued ahead");
+    return launch_run(s, g, r, false, err);
+}
+
+brasa_status gpu_sess_finish(struct gpu_sess *s, struct brasa_err *err)
+{
+    return finish_run(s, err);
+}
+
+int gpu_sess_in_flight(const struct gpu_sess *s) { return s->nfly; }
+
+brasa_status gpu_sess_drop(struct gpu_sess *s, struct brasa_err *err)
+{
+    brasa_status st = BRASA_OK;
+    while (st == BRASA_OK && s->nfly > 1)
+        st = finish_run(s, err);
+    if (st != BRASA_OK || !s->nfly)
+        return st;
+    /* (the newest run took the other slot: the last finished one's candidates stay) */
+    const int done = s->sl_done, top = s->top_n;
+    const float ms = s->last_ms;
+    st = finish_run(s, err);
+    s->sl_done = done;
+    s->top_n = top;
+    s->last_ms = ms;
+    s->out_valid = false;
+    return st;
+}
+
+bool gpu_sess_can_queue(const struct gpu_sess *s)
+{
+    const struct gpu *g = s->g;
+    return s->use_graph && !s->dump && !s->prof && !g->tl && !(g->o.duty > 0 && g->o.duty < 1);
 }
 
 brasa_status gpu_sess_run_eager(struct gpu_sess *s, const struct graph *g,

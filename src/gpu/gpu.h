@@ -73,6 +73,23 @@ brasa_status gpu_sess_gather(struct gpu_sess *s, bool top, int world, int row, i
 /* Runs a prepared graph; the output node's rows are then at gpu_sess_output(). */
 brasa_status gpu_sess_run(struct gpu_sess *s, const struct graph *g, const struct graph_run *r,
                           struct brasa_err *err);
+/* Queues a one-token decode step (graph_run.top_k > 0) and returns without waiting for it, so
+ * that the host's work on one token overlaps the device's on the next. tokens NULL: its token
+ * is the first candidate of the run before it, chosen on the device (greedy decoding). At most
+ * two runs are in flight; a launch past them, gpu_sess_run and gpu_sess_finish wait for the
+ * oldest. The runs' candidates come out with gpu_sess_finish, one run at a time. */
+brasa_status gpu_sess_launch(struct gpu_sess *s, const struct graph *g, const struct graph_run *r,
+                             struct brasa_err *err);
+/* Waits for the oldest run in flight (none: returns at once); gpu_sess_top then gives its
+ * candidates. */
+brasa_status gpu_sess_finish(struct gpu_sess *s, struct brasa_err *err);
+int gpu_sess_in_flight(const struct gpu_sess *s);
+/* Waits for every run in flight and drops the newest one's results: gpu_sess_top keeps giving
+ * the candidates of the run before it (whose output row on the device is then gone). */
+brasa_status gpu_sess_drop(struct gpu_sess *s, struct brasa_err *err);
+/* Whether decode steps can be queued ahead (gpu_sess_launch): the graph executor, with no
+ * dump, profile, timeline or duty-cycle limit, which need each step alone. */
+bool gpu_sess_can_queue(const struct gpu_sess *s);
 /* Same, forcing the eager executor (tests compare it with the graph executor). */
 brasa_status gpu_sess_run_eager(struct gpu_sess *s, const struct graph *g,
                                 const struct graph_run *r, struct brasa_err *err);
@@ -87,7 +104,7 @@ brasa_status gpu_sess_reset(struct gpu_sess *s, struct brasa_err *err);
 uint64_t gpu_sess_bytes(const struct gpu_sess *s);
 /* Device-to-device copy bandwidth (bytes read + written per second / 1e9): the roofline. */
 brasa_status gpu_copy_bandwidth(struct gpu *g, size_t bytes, double *gbps, struct brasa_err *err);
-/* Seconds of device time of the last run (events around the whole step). */
+/* Milliseconds of device time of the last finished run (events around its kernels). */
 double gpu_sess_last_ms(const struct gpu_sess *s);
 /* The launches of the plan prepared for g (gpu_sess_prepare) named kname ("rope", "attn",
  * "quant_act", ...; NULL: all of them), or -1 when g has no plan. */

@@ -406,6 +406,11 @@ int sampler_candidates(const struct brasa_sampler *s)
     return (int)(k + pen);
 }
 
+bool sampler_is_greedy(const struct brasa_sampler *s)
+{
+    return s->p.temperature <= 0.0f && !s->counts;
+}
+
 /* The chain from the penalties on, over the candidate list l */
 static int32_t run_chain(struct brasa_sampler *s, struct sample_list *l)
 {

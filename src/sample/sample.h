@@ -64,6 +64,8 @@ int32_t sample_draw(const struct sample_list *l, struct sample_rng *r);
 #define SAMPLE_MAX_CAND 256
 struct brasa_sampler;
 int sampler_candidates(const struct brasa_sampler *s);
+/* Greedy with no penalties: the token is the first candidate, whatever came before it. */
+bool sampler_is_greedy(const struct brasa_sampler *s);
 int32_t sampler_sample_top(struct brasa_sampler *s, const int32_t *ids, const float *logits,
                            int n);
 

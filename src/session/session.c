@@ -50,6 +50,17 @@ struct brasa_session {
     float *logits;            /* [n_vocab] of the last position */
     bool logits_ok;           /* logits holds the last evaluation's row (GPU: fetched lazily) */
     struct brasa_sampler *smp; /* brasa_session_set_sampler: what the GPU selects candidates for */
+    /* Greedy generation on one GPU queues each decode step before the host has read the token
+     * of the one before it (the device feeds its own pick in), so the GPU does not wait for the
+     * host between tokens. */
+    bool queue;               /* on (brasa_session_set_sampler) */
+    bool ahead;               /* a step in flight at position pos takes the device's pick of
+                               * the step before it: the next eval of that token keeps it */
+    bool picked;              /* pick: the first candidate of the last finished step */
+    int32_t pick;
+    bool lost;                /* a dropped step overwrote the output row of the last kept one */
+    int32_t last_tok;         /* the token of the last one-token step (to run it again) */
+    long n_ahead;             /* steps queued ahead and kept, since the session began */
 };
 
 /* ---------------------------------------------------------------- model */
@@ -333,8 +344,49 @@ void brasa_session_free(struct brasa_session *s)
     free(s);
 }
 
+/* Steps queued on the device (greedy generation, s->queue): q_launch queues one at the
+ * position pos (tok NULL: the device's pick of the step before), q_finish waits for the
+ * oldest, settle waits for them all and drops a step queued ahead that no eval kept. */
+static brasa_status q_launch(struct brasa_session *s, const int32_t *tok, struct brasa_err *err)
+{
+    struct graph_run r = {.pos0 = s->pos, .tokens = tok, .top_k = sampler_candidates(s->smp)};
+    pthread_mutex_lock(&s->model->run_mu);
+    brasa_status st = gpu_sess_launch(s->gpu, &s->g_dec, &r, err);
+    pthread_mutex_unlock(&s->model->run_mu);
+    return st;
+}
+
+static brasa_status q_finish(struct brasa_session *s, struct brasa_err *err)
+{
+    pthread_mutex_lock(&s->model->run_mu);
+    brasa_status st = gpu_sess_finish(s->gpu, err);
+    pthread_mutex_unlock(&s->model->run_mu);
+    return st;
+}
+
+static brasa_status settle(struct brasa_session *s, struct brasa_err *err)
+{
+    brasa_status st = BRASA_OK;
+    if (!s->gpu)
+        return st;
+    /* the kept steps first: their candidates are the session's */
+    while (st == BRASA_OK && gpu_sess_in_flight(s->gpu) > (s->ahead ? 1 : 0))
+        st = q_finish(s, err);
+    if (st == BRASA_OK && s->ahead) { /* (its KV row at pos is written again by the next
+                                       * step there) */
+        pthread_mutex_lock(&s->model->run_mu);
+        st = gpu_sess_drop(s->gpu, err);
+        pthread_mutex_unlock(&s->model->run_mu);
+        s->lost = true;
+    }
+    s->ahead = false;
+    return st;
+}
+
 void brasa_session_reset(struct brasa_session *s)
 {
+    settle(s, NULL);
+    s->lost = false;
     s->pos = 0;
     s->logits_ok = false;
     if (s->rec_mem) /* the KV cache needs no clearing: rows past pos are never read */
@@ -347,6 +399,10 @@ void brasa_session_reset(struct brasa_session *s)
 
 int brasa_session_pos(const struct brasa_session *s) { return s->pos; }
 int brasa_session_n_ctx(const struct brasa_session *s) { return s->n_ctx; }
+double brasa_session_device_ms(const struct brasa_session *s)
+{
+    return s->gpu && s->pos > 0 ? gpu_sess_last_ms(s->gpu) : -1.0;
+}
 const float *brasa_session_logits(struct brasa_session *s)
 {
     if (!s->logits_ok && s->tp && s->pos > 0) { /* the last run sent only candidates */
@@ -355,6 +411,17 @@ const float *brasa_session_logits(struct brasa_session *s)
         s->logits_ok = true;
     }
     if (!s->logits_ok && s->gpu && s->pos > 0) {
+        if (settle(s, NULL) != BRASA_OK)
+            return NULL;
+        if (s->lost) { /* the last step again, at its position: the same row, the same KV */
+            struct graph_run r = {.pos0 = s->pos - 1, .tokens = &s->last_tok};
+            pthread_mutex_lock(&s->model->run_mu);
+            brasa_status st = gpu_sess_run(s->gpu, &s->g_dec, &r, NULL);
+            pthread_mutex_unlock(&s->model->run_mu);
+            if (st != BRASA_OK)
+                return NULL;
+            s->lost = false;
+        }
         const float *out = gpu_sess_output(s->gpu, NULL);
         if (!out)
             return NULL;
@@ -367,15 +434,35 @@ const float *brasa_session_logits(struct brasa_session *s)
 void brasa_session_set_sampler(struct brasa_session *s, struct brasa_sampler *smp)
 {
     const char *e = getenv("BRASA_GPU_TOPK"); /* 0: the whole row every time (comparison) */
+    settle(s, NULL); /* (an error here comes back from the next eval or sample) */
     s->smp = e && !strcmp(e, "0") ? NULL : smp;
+    /* queued steps: greedy on one GPU, not with a recurrent state (a dropped step would have
+     * moved it on; BRASA_GPU_QUEUE=0: off) */
+    e = getenv("BRASA_GPU_QUEUE");
+    s->queue = s->smp && s->gpu && !s->rec_bytes && sampler_is_greedy(s->smp) &&
+               sampler_candidates(s->smp) == 1 && gpu_sess_can_queue(s->gpu) &&
+               !(e && !strcmp(e, "0"));
+}
+
+brasa_status brasa_session_wait(struct brasa_session *s, struct brasa_err *err)
+{
+    brasa_status st = BRASA_OK;
+    while (st == BRASA_OK && s->gpu && gpu_sess_in_flight(s->gpu) > (s->ahead ? 1 : 0))
+        st = q_finish(s, err);
+    return st;
 }
 
 int32_t brasa_session_sample(struct brasa_session *s, struct brasa_sampler *smp)
 {
     const int32_t *ids;
     const float *lg;
+    if (brasa_session_wait(s, NULL) != BRASA_OK) /* the last kept step */
+        return -1;
     int n = s->logits_ok ? 0 : s->gpu ? gpu_sess_top(s->gpu, &ids, &lg)
                                       : s->tp ? tp_sess_top(s->tp, &ids, &lg) : 0;
+    s->picked = s->queue && n > 0;
+    if (s->picked)
+        s->pick = ids[0];
     int k = sampler_candidates(smp);
     if (k > 0 && k <= n) /* the device's best n hold the k the sampler needs */
         return sampler_sample_top(smp, ids, lg, k);
@@ -436,6 +523,32 @@ static brasa_status batch_rows(struct brasa_session *s, const struct graph *g, f
     return BRASA_OK;
 }
 
+/* One token of greedy generation, queued: kept where the step queued ahead took it (the
+ * host's pick is the device's), else queued now; then the next step goes ahead on the
+ * device's pick of this one, if the context has room. */
+static brasa_status eval_queued(struct brasa_session *s, int32_t id, struct brasa_err *err)
+{
+    brasa_status st;
+    if (s->ahead && s->picked && id == s->pick) {
+        s->ahead = false;
+        s->n_ahead++;
+    } else {
+        if ((st = settle(s, err)) != BRASA_OK || (st = q_launch(s, &id, err)) != BRASA_OK)
+            return st;
+    }
+    s->pos++;
+    s->last_tok = id;
+    s->picked = false;
+    s->lost = false;
+    s->logits_ok = false;
+    if (s->pos < s->n_ctx) {
+        if ((st = q_launch(s, NULL, err)) != BRASA_OK)
+            return st;
+        s->ahead = true;
+    }
+    return BRASA_OK;
+}
+
 brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int n,
                                 float *logits_all, struct brasa_err *err)
 {
@@ -450,6 +563,14 @@ brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int
         if (ids[i] < 0 || ids[i] >= n_vocab)
             return brasa_fail(err, BRASA_EINVAL, "token id %d is outside the vocabulary (0..%d)",
                               ids[i], n_vocab - 1);
+    if (s->queue && n == 1 && !logits_all)
+        return eval_queued(s, ids[0], err);
+    brasa_status st0 = settle(s, err);
+    if (st0 != BRASA_OK)
+        return st0;
+    s->lost = false;
+    if (n == 1)
+        s->last_tok = ids[0];
     for (int done = 0; done < n;) {
         int nb = n - done < s->n_batch ? n - done : s->n_batch;
         struct graph *g = NULL; /* (split over GPUs, each shard has its own: session/tp.c) */
@@ -493,6 +614,7 @@ brasa_status brasa_generate(struct brasa_session *s, struct brasa_sampler *smp,
     const struct tokenizer *tok = s->model->tok;
     double t0 = plat_now();
     brasa_status st = BRASA_OK;
+    const long ahead0 = s->n_ahead;
     brasa_session_set_sampler(s, smp);
     if (n_prompt > 0) {
         for (int i = 0; i < n_prompt; i++)
@@ -530,7 +652,10 @@ brasa_status brasa_generate(struct brasa_session *s, struct brasa_sampler *smp,
         if ((st = brasa_session_eval(s, &id, 1, NULL, err)) != BRASA_OK)
             break;
     }
+    if (st == BRASA_OK) /* (the last token's step, when it was queued) */
+        st = brasa_session_wait(s, err);
     st0.gen_s = plat_now() - t1;
+    st0.n_ahead = (int)(s->n_ahead - ahead0);
     if (stats)
         *stats = st0;
 out:

@@ -6,13 +6,18 @@
 
 // out[t][:] = deq(W[ids[t]][:]) * s (W planar, N blocks in all); grid (n_tok), block 256
 // W holds rows [v0, v0 + nrows) of the table (a tensor-parallel shard's slice): a token
-// outside them gives a row of zeros, which the shards' all-reduce fills.
+// outside them gives a row of zeros, which the shards' all-reduce fills. A token of -1 with
+// feed: feed[0], the previous step's first candidate (a decode step queued before the host
+// has read that one).
 extern "C" __global__ void get_rows(const u8 *W, int wtype, long long N, int n, const int *ids,
-                                    float s, float *out, int v0, int nrows)
+                                    float s, float *out, int v0, int nrows, const int *feed)
 {
     pdl_wait();
     pdl_launch();
-    int t = blockIdx.x, id = ids[t] - v0;
+    int t = blockIdx.x, id = ids[t];
+    if (id == -1 && feed)
+        id = feed[0];
+    id -= v0;
     bool in = id >= 0 && id < nrows;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float v = in ? deq1(wtype, W, N, n, id, i) : 0.0f;
