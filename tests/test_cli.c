@@ -365,7 +365,15 @@ TEST(bench_prints_table)
     int rc;
     char *out = run_cmd(cmd, &rc);
     CHECKF(rc == 0 && out && strstr(out, "| model") && strstr(out, "t/s") && strstr(out, "pp16") &&
-               strstr(out, "tg4") && strstr(out, "±"),
+               strstr(out, "tg4") && strstr(out, "±") && !strstr(out, "gen4"),
+           "rc %d, output '%s'", rc, out ? out : "");
+    free(out);
+    /* --gen: a row of greedy generation too, the context sized for it (1 + 64 positions) */
+    snprintf(cmd, sizeof cmd, "%s bench -m '%s' -p 0 -n 64 -r 1 -t 2 --gen 2>/dev/null",
+             test_brasa_bin(), model);
+    out = run_cmd(cmd, &rc);
+    CHECKF(rc == 0 && out && strstr(out, "tg64") && strstr(out, "gen64") &&
+               strstr(out, "context: 65 positions"),
            "rc %d, output '%s'", rc, out ? out : "");
     free(out);
 }

@@ -1015,11 +1015,27 @@ static int bench_one(struct brasa_session *s, const int32_t *ids, int n_p, int n
     return 0;
 }
 
+/* Greedy generation of n_g tokens after one, as brasa run --temp 0 does it (on a GPU its
+ * steps are queued on the device's own picks): tokens a second of brasa_generate's loop. */
+static int bench_gen(struct brasa_session *s, struct brasa_sampler *smp, const int32_t *ids,
+                     int n_g, double *rate, struct brasa_err *err)
+{
+    brasa_session_reset(s);
+    struct brasa_gen_stats gs;
+    if (brasa_session_eval(s, ids, 1, NULL, err) != BRASA_OK ||
+        brasa_generate(s, smp, NULL, 0, n_g, BRASA_GEN_IGNORE_EOS, NULL, NULL, &gs, err) !=
+            BRASA_OK)
+        return 1;
+    *rate = gs.n_gen / (gs.gen_s > 0 ? gs.gen_s : 1e-9);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     struct gen_args a;
     gen_args_init(&a);
     int n_p = 512, n_g = 128, reps = 5;
+    bool gen = false;
     float bw = 0;
     const struct opt tbl[] = {
         {"-m", "--model", OPT_STR, &a.model, "FILE", "GGUF model file"},
@@ -1033,6 +1049,9 @@ int cmd_bench(int argc, char **argv)
         {"-c", "--ctx", OPT_INT, &a.ctx, "N",
          "context length (default: the longer test's tokens, as llama-bench)"},
         {NULL, "--bw", OPT_FLOAT, &bw, "GB/s", "measured read bandwidth: also print the decode roofline"},
+        {NULL, "--gen", OPT_FLAG, &gen, NULL,
+         "also genN: N tokens of greedy generation as brasa run --temp 0 makes them (tg feeds "
+         "given tokens one at a time, as llama-bench)"},
         {0},
     };
     int rc = opts_parse("brasa bench -m FILE [-p 512] [-n 128] [-r 5] [-t N] [--bw GB/s]", tbl, argc, argv);
@@ -1047,7 +1066,7 @@ int cmd_bench(int argc, char **argv)
         return 1;
     struct brasa_model_info info;
     brasa_model_get_info(m, &info);
-    int need = n_p > n_g ? n_p : n_g;
+    int need = n_p > n_g + gen ? n_p : n_g + gen; /* (genN: N after one) */
     if (a.ctx < 0 || (a.ctx > 0 && a.ctx < need)) {
         fprintf(stderr, "brasa bench: -c must hold the longer test's %d tokens\n", need);
         brasa_model_free(m);
@@ -1058,6 +1077,7 @@ int cmd_bench(int argc, char **argv)
     struct brasa_session *s = new_session("bench", m, &a, a.ctx);
     int32_t *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
     struct brasa_err err = {{0}};
+    struct brasa_sampler *smp = NULL; /* --gen */
     rc = 1;
     if (!s || !ids)
         goto out;
@@ -1080,15 +1100,25 @@ int cmd_bench(int argc, char **argv)
            "------------------------------:");
     fflush(stdout);
     /* Each row is printed as soon as its repetitions are done, as llama-bench does. */
-    struct bench_stat pp = {0}, tg = {0};
-    for (int k = 0; k < 2; k++) {
-        struct bench_stat *b = k ? &tg : &pp;
-        int n = k ? n_g : n_p;
+    struct bench_stat pp = {0}, tg = {0}, gn = {0};
+    if (gen && n_g > 0) {
+        struct brasa_sampler_params sp;
+        brasa_sampler_defaults(&sp);
+        sp.temperature = 0;
+        sp.repeat_penalty = 1;
+        sp.presence_penalty = sp.frequency_penalty = 0;
+        if (brasa_sampler_new(&sp, info.n_vocab, &smp, &err) != BRASA_OK)
+            goto fail;
+    }
+    for (int k = 0; k < 3; k++) {
+        struct bench_stat *b = k == 2 ? &gn : k ? &tg : &pp;
+        int n = k == 2 ? (smp ? n_g : 0) : k ? n_g : n_p;
         for (int i = 0; i < reps && n > 0; i++) {
-            if (bench_one(s, ids, k ? 0 : n_p, k ? n_g : 0, &r, &dms, &err))
+            if (k == 2 ? bench_gen(s, smp, ids, n_g, &r, &err)
+                       : bench_one(s, ids, k ? 0 : n_p, k ? n_g : 0, &r, &dms, &err))
                 goto fail;
             stat_add(b, r);
-            if (k)
+            if (k == 1)
                 dev = dms >= 0 && dev >= 0 ? dev + dms : -1;
         }
         if (!b->n)
@@ -1097,7 +1127,7 @@ int cmd_bench(int argc, char **argv)
         mean_err(b->sum, b->sum2, b->n, &mean, &sd);
         sd *= sqrt((double)b->n); /* standard deviation, not the error of the mean */
         char test[24], ts[40], params[24];
-        snprintf(test, sizeof test, "%s%d", k ? "tg" : "pp", n);
+        snprintf(test, sizeof test, "%s%d", k == 2 ? "gen" : k ? "tg" : "pp", n);
         snprintf(ts, sizeof ts, "%.2f ± %.2f", mean, sd);
         snprintf(params, sizeof params, "%.2f M", (double)info.n_params / 1e6);
         printf("| %-24s | %12s | %10s | %-7s | %7d | %8s | %21s |\n", model, size, params, info.backend, threads,
@@ -1128,6 +1158,7 @@ fail:
     fprintf(stderr, "brasa bench: %s\n", err.msg);
 out:
     free(ids);
+    brasa_sampler_free(smp);
     brasa_session_free(s);
     brasa_model_free(m);
     return rc;

@@ -639,10 +639,10 @@ brasa_status brasa_generate(struct brasa_session *s, struct brasa_sampler *smp,
         brasa_sampler_accept(smp, id);
         if (k == 0)
             st0.ttft_s = plat_now() - t0;
-        bool eog = tok_is_eog(tok, id) && !(flags & BRASA_GEN_IGNORE_EOS);
+        bool eog = tok && tok_is_eog(tok, id) && !(flags & BRASA_GEN_IGNORE_EOS);
         st0.n_gen++;
-        size_t len = eog ? 0 : tok_stream_push(tok, &ts, id, text, sizeof text);
-        if (!eog && k == max_tokens - 1) /* the last token: release held-back bytes too */
+        size_t len = eog || !tok ? 0 : tok_stream_push(tok, &ts, id, text, sizeof text);
+        if (tok && !eog && k == max_tokens - 1) /* the last token: release held-back bytes too */
             len += tok_stream_flush(&ts, text + len, sizeof text - len);
         if (cb && cb(ud, id, text, len) != 0)
             break;
