@@ -129,7 +129,7 @@ struct gpu {
     pthread_mutex_t mu;
 };
 
-#define MAX_ARGS 32
+#define MAX_ARGS 48 /* a launch's arguments (mvd: 38); one with more fails at its launch */
 union argv {
     CUdeviceptr p;
     int i;
@@ -1042,10 +1042,16 @@ static struct launch *L(struct pb *b, int kid_or_neg, CUfunction fn, const char 
     l->shmem = shmem;
     return l;
 }
-static void ap(struct launch *l, CUdeviceptr v) { l->v[l->nargs++].p = v; }
-static void ai(struct launch *l, long v) { l->v[l->nargs++].i = (int)v; }
-static void af(struct launch *l, float v) { l->v[l->nargs++].f = v; }
-static void al(struct launch *l, long long v) { l->v[l->nargs++].l = v; }
+/* (past MAX_ARGS only counted: launch() refuses such a launch) */
+static union argv *arg_slot(struct launch *l)
+{
+    static union argv spill;
+    return l->nargs++ < MAX_ARGS ? &l->v[l->nargs - 1] : &spill;
+}
+static void ap(struct launch *l, CUdeviceptr v) { arg_slot(l)->p = v; }
+static void ai(struct launch *l, long v) { arg_slot(l)->i = (int)v; }
+static void af(struct launch *l, float v) { arg_slot(l)->f = v; }
+static void al(struct launch *l, long long v) { arg_slot(l)->l = v; }
 
 static brasa_status dev_of(struct pb *b, int i, CUdeviceptr *out)
 {
@@ -1125,7 +1131,7 @@ static bool last_writes(const struct pb *b, CUdeviceptr p, size_t bytes)
     CUdeviceptr o = b->ws + n->offset;
     if (n->nbytes && o < p + bytes && p < o + n->nbytes)
         return true;
-    for (int a = 0; a < l->nargs; a++)
+    for (int a = 0; a < l->nargs && a < MAX_ARGS; a++)
         if (l->v[a].p == p)
             return true;
     return false;
@@ -2330,6 +2336,9 @@ static brasa_status launch(struct gpu_sess *s, const struct launch *l, struct br
     }
     void *args[MAX_ARGS];
     union argv v[MAX_ARGS];
+    if (l->nargs > MAX_ARGS)
+        return brasa_fail(err, BRASA_EDEVICE, "kernel %s: %d arguments, more than the %d a "
+                          "launch holds", l->kname ? l->kname : "?", l->nargs, MAX_ARGS);
     memcpy(v, l->v, sizeof v);
     for (int i = 0; i < l->nargs; i++)
         args[i] = &v[i];
