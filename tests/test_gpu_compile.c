@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gpu/drv.h"
+#include "gpu/gpu.h"
 #include "gpu/jit.h"
 #include "gpu/kcache.h"
 #include "gpu/variants.h"
@@ -147,6 +148,55 @@ TEST(compile_with_timeline)
     CHECK(done >= 5);
 }
 
+/* Every kernel of every template takes at most GPU_MAX_ARGS arguments (the host's launch holds
+ * that many): counted in the rendered source, the top-level commas of the parameter list before
+ * each extern "C" kernel's body. Needs no NVRTC. */
+TEST(kernel_args_fit_a_launch)
+{
+    struct gpu_variant v[GV_ALL_MAX];
+    int n = gpu_all_variants(v, GV_ALL_MAX), kernels = 0, most = 0;
+    struct brasa_err err = {{0}};
+    for (int i = 0; i < n; i++) {
+        int first = 1;
+        for (int k = 0; k < i; k++)
+            first &= strcmp(v[k].tmpl, v[i].tmpl) != 0;
+        if (!first)
+            continue;
+        char *src = NULL;
+        REQUIRE(jit_render(v[i].tmpl, v[i].defs, v[i].n_defs, &src, &err) == BRASA_OK);
+        for (const char *p = src; (p = strstr(p, "extern \"C\" __global__")) != NULL; p++) {
+            const char *body = strchr(p, '{');
+            REQUIRE(body);
+            const char *open = NULL; /* the last top-level group before the body */
+            int depth = 0;
+            for (const char *q = p; q < body; q++) {
+                if (*q == '(' && depth++ == 0)
+                    open = q;
+                else if (*q == ')')
+                    depth--;
+            }
+            REQUIRE(open && depth == 0);
+            int args = 1, d = 0;
+            for (const char *q = open + 1; q < body; q++) {
+                if (*q == '(')
+                    d++;
+                else if (*q == ')' && d-- == 0)
+                    break;
+                else if (*q == ',' && d == 0)
+                    args++;
+            }
+            CHECKF(args <= GPU_MAX_ARGS, "%s: a kernel of %d arguments at \"%.60s\"", v[i].tmpl,
+                   args, p);
+            most = args > most ? args : most;
+            kernels++;
+        }
+        free(src);
+    }
+    printf("  %d kernels, at most %d arguments (a launch holds %d)\n", kernels, most,
+           GPU_MAX_ARGS);
+    CHECK(kernels >= 10 && most >= 30);
+}
+
 TEST(render_defines_first)
 {
     struct jit_def defs[] = {{"QT", 12}, {"NW", 4}};
@@ -245,5 +295,6 @@ TEST(kcache_put_get_and_keep)
     remove(dir);
 }
 
-TEST_MAIN(T(compile_every_variant), T(compile_with_timeline), T(render_defines_first),
+TEST_MAIN(T(compile_every_variant), T(compile_with_timeline), T(kernel_args_fit_a_launch),
+          T(render_defines_first),
           T(mvd_piece_defines), T(kcache_put_get_and_keep))

@@ -129,7 +129,7 @@ struct gpu {
     pthread_mutex_t mu;
 };
 
-#define MAX_ARGS 48 /* a launch's arguments (mvd: 38); one with more fails at its launch */
+#define MAX_ARGS GPU_MAX_ARGS
 union argv {
     CUdeviceptr p;
     int i;

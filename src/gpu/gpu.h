@@ -17,6 +17,10 @@
  * and compile-tested, not yet measured on a device, hence off by default). */
 #ifndef BRASA_GPU_H
 #define BRASA_GPU_H
+
+/* The arguments a kernel launch holds (mvd.cu takes 38); test_gpu_compile checks that every
+ * kernel of every template takes at most this many, and a launch with more fails. */
+#define GPU_MAX_ARGS 48
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
