@@ -441,15 +441,16 @@ TEST(decode_conversion_in_attention)
 }
 
 /* A q/k/v launch whose v weight has another type (Q4_K q and k, Q6_K v: the layers of Q4_K_M
- * files that keep v in Q6_K; mvd.cu QT2, BRASA_GPU_MVD_MIX=1) against v in a launch of its own:
+ * files that keep v in Q6_K; mvd.cu QT2, the default) against v in a launch of its own
+ * (BRASA_GPU_MVD_MIX=0):
  * the same code for each weight, so the same logits bit for bit; and in the decode plans a
  * launch fewer for each such layer. */
 TEST(decode_qkv_of_two_types)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
-    static const char *const env[] = {"BRASA_GPU_MVD_MIX", "1", NULL};
-    decode_pair("Q4_K_M", env, 0, "v of Q6_K in its own launch, and with q and k");
+    static const char *const env[] = {"BRASA_GPU_MVD_MIX", "0", NULL};
+    decode_pair("Q4_K_M", env, 0, "v of Q6_K with q and k, and in its own launch");
     static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q4_K_M.gguf"};
     static const char *const none[] = {NULL}, *const all[] = {NULL};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
@@ -457,84 +458,14 @@ TEST(decode_qkv_of_two_types)
         if (!test_file_exists(path))
             continue;
         int n[2], m[2], nl, mixed;
-        if (!plan_counts(path, none, 64, all, 1, n, &nl, &mixed) ||
-            !plan_counts(path, env, 64, all, 1, m, &nl, &mixed))
+        if (!plan_counts(path, env, 64, all, 1, n, &nl, &mixed) ||
+            !plan_counts(path, none, 64, all, 1, m, &nl, &mixed))
             continue;
-        printf("  %-28s decode launches %d (BRASA_GPU_MVD_MIX=1: %d), %d layers with a Q6_K v\n",
-               files[i], n[0], m[0], mixed);
-        CHECKF(mixed > 0 && n[0] - m[0] == mixed, "%s: %d launches, %d with BRASA_GPU_MVD_MIX=1, "
-               "%d layers of Q4_K q/k and Q6_K v", files[i], n[0], m[0], mixed);
+        printf("  %-28s decode launches %d (BRASA_GPU_MVD_MIX=0: %d), %d layers with a Q6_K v\n",
+               files[i], m[0], n[0], mixed);
+        CHECKF(mixed > 0 && n[0] - m[0] == mixed, "%s: %d launches, %d with BRASA_GPU_MVD_MIX=0, "
+               "%d layers of Q4_K q/k and Q6_K v", files[i], m[0], n[0], mixed);
     }
-}
-
-/* The decode launches of quant_act in llama.Q4_K_M's plans without (n[0]) and with (m[0]) the
- * environment pairs env, and its layers; false where the fixture is missing or not planned. */
-static bool quant_act_launches(const char *const *env, int *n, int *m, int *nl)
-{
-    const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
-    static const char *const none[] = {NULL}, *const names[] = {"quant_act"};
-    int mixed;
-    return test_file_exists(path) && plan_counts(path, none, 64, names, 1, n, nl, &mixed) &&
-           plan_counts(path, env, 64, names, 1, m, nl, &mixed);
-}
-
-/* The gate+up launch converting its output for a K-format down product (mvd.cu QO: clusters
- * of blocks that share each 256-block's scale, sm_90; BRASA_GPU_GLU_Q=1 and 2) against quant_act
- * converting it: the same int8 values, sums and scales, so the same logits bit for bit (graph
- * and eager); and a quant_act launch fewer a layer in the decode plans. */
-TEST(decode_glu_converts)
-{
-    if (!gpu_present())
-        SKIP("no GPU driver or device");
-    static const char *const env[] = {"BRASA_GPU_GLU_Q", "1", NULL};
-    static const char *const env16[] = {"BRASA_GPU_GLU_Q", "2", NULL};
-    static const char *const eager[] = {"BRASA_GPU_GLU_Q", "1", "BRASA_GPU_GRAPH", "0", NULL};
-    static const char *const types[] = {"Q4_K_M", "Q5_K_M", "Q6_K"};
-    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-        decode_pair(types[t], env, 0, "gate+up converting for down (clusters of 8), and quant_act");
-        decode_pair(types[t], env16, 0, "gate+up converting for down (clusters of 16), and "
-                    "quant_act");
-    }
-    decode_pair_ctx("Q4_K_M", eager, 0, "gate+up converting for down (eager), and quant_act",
-                    2048, 1100);
-    int n[2], m[2], nl;
-    if (!quant_act_launches(env, n, m, &nl))
-        return;
-    printf("  llama.Q4_K_M: decode launches of quant_act %d (BRASA_GPU_GLU_Q=1: %d), %d layers\n",
-           n[0], m[0], nl);
-    CHECKF(n[0] - m[0] == nl, "%d quant_act launches, %d with BRASA_GPU_GLU_Q=1 (%d layers)",
-           n[0], m[0], nl);
-}
-
-/* Products with a residual converting their output for the product after the next RMSNorm
- * (mvd.cu QN: the norm's output over its 1 / RMS, which that product's sums take from each
- * 256-block's sum of squares; BRASA_GPU_RES_Q=1 and 2, sm_90) against quant_act converting the
- * norm's output: an int8 value may differ by one where it lies within rounding of a half, so
- * within 2e-3, in groups of 1 and 2 warps, with gate+up converting too; and in the decode plans
- * quant_act only for the first layer's input. */
-TEST(decode_res_converts)
-{
-    if (!gpu_present())
-        SKIP("no GPU driver or device");
-    static const char *const env[] = {"BRASA_GPU_RES_Q", "1", NULL};
-    static const char *const env8[] = {"BRASA_GPU_RES_Q", "2", NULL};
-    static const char *const both[] = {"BRASA_GPU_RES_Q", "1", "BRASA_GPU_GLU_Q", "1", NULL};
-    static const char *const types[] = {"Q4_K_M", "Q5_K_M", "Q6_K"};
-    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-        decode_pair(types[t], env, 2e-3, "residual products converting for the next norm's");
-        decode_pair(types[t], both, 2e-3, "residual and gate+up products converting");
-        setenv("BRASA_GPU_MVD_KS", "2", 1); /* (2 warps a group on both sides) */
-        decode_pair(types[t], env, 2e-3, "residual products converting, 2 warps a group");
-        decode_pair(types[t], env8, 2e-3, "residual products converting, 2 warps, clusters of 8");
-        unsetenv("BRASA_GPU_MVD_KS");
-    }
-    int n[2], m[2], nl;
-    if (!quant_act_launches(both, n, m, &nl))
-        return;
-    printf("  llama.Q4_K_M: decode launches of quant_act %d (BRASA_GPU_RES_Q=1 "
-           "BRASA_GPU_GLU_Q=1: %d), %d layers\n", n[0], m[0], nl);
-    CHECKF(m[0] == 1, "%d quant_act launches with BRASA_GPU_RES_Q=1 BRASA_GPU_GLU_Q=1 (%d "
-           "without, %d layers): only the first layer's input", m[0], n[0], nl);
 }
 
 /* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in
@@ -933,7 +864,6 @@ TEST(generate_queued)
 
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(decode_conversion_in_attention), T(decode_qkv_of_two_types),
-          T(decode_glu_converts), T(decode_res_converts),
           T(decode_rope_in_products),
           T(long_context_f16_cache), T(device_candidates), T(generate_queued),
           T(shard_allreduce_through_nccl),

@@ -38,7 +38,6 @@ enum {
     CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
     CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
-    CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
 };
 enum { CU_STREAM_NON_BLOCKING = 1 };
 /* cuLaunchKernelEx: one launch attribute is used, programmatic stream serialization (the next

@@ -82,11 +82,7 @@ struct mv_kernel {
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
     int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
     uint32_t wtype2; /* mvd.cu: the third weight's type where it differs (QT2), else 0 */
-    int qo;          /* mvd.cu: converting its output for the product after it (gate+up,
-                      * or a product with a residual through the next norm: QN) in clusters
-                      * of qo blocks (QO), or 0 */
     int regs, sshm;  /* registers a thread, static shared memory bytes a block */
-    int local;       /* local (spilled) bytes a thread, where the last candidate was taken */
     CUmodule mod;
     CUfunction fn;
 };
@@ -261,13 +257,7 @@ struct gpu_sess {
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
     int attn_q;              /* decode attention converts the o product's input */
     int mvd_mix;             /* a q/k/v launch may take a v of another type (mm_mix;
-                              * BRASA_GPU_MVD_MIX=1) */
-    int glu_q;               /* decode gate+up converts its output for a K-format down product
-                              * in clusters of this many blocks (mvd.cu QO; BRASA_GPU_GLU_Q=1:
-                              * 8 of 32 warps, =2: 16 of 16), or 0 */
-    int res_q;               /* decode products with a residual convert their output for the
-                              * K-format product after the next RMSNorm (mvd.cu QN;
-                              * BRASA_GPU_RES_Q=1: clusters of 16 blocks, =2: of 8), or 0 */
+                              * BRASA_GPU_MVD_MIX=0: v in a launch of its own) */
     int attn_inmerge;        /* decode attention merges its splits (no attn_merge launch) */
     int rope_fuse;           /* decode RoPE in the q/k/v products: 1 where they are small
                               * (rope_into_products), 0 never, 2 always
@@ -531,13 +521,13 @@ static int mvd_split_pe(uint32_t type, int nr)
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
-                           int xc, int rp, uint32_t wtype2, int qo, struct mv_kernel **out,
+                           int xc, int rp, uint32_t wtype2, struct mv_kernel **out,
                            struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
         if (g->mv[i].dec == dec && g->mv[i].wtype == wtype && g->mv[i].nc == nc &&
             g->mv[i].glu == glu && g->mv[i].nr == nr && g->mv[i].xc == xc &&
-            g->mv[i].rp == rp && g->mv[i].wtype2 == wtype2 && g->mv[i].qo == qo) {
+            g->mv[i].rp == rp && g->mv[i].wtype2 == wtype2) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
@@ -545,7 +535,6 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
-             : dec && qo    ? gpu_mvd_qo_variants(wtype, glu, nc, mvd_kp(wtype, nr), qo, v, 6)
              : dec && wtype2 ? gpu_mvd_mix_variants(wtype, wtype2, nc, rp, v, 6)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
@@ -566,7 +555,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (kf && env_is("BRASA_GPU_MMT_KF", "0"))
             continue;
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
-                              .xc = xc, .rp = rp, .wtype2 = wtype2, .qo = qo,
+                              .xc = xc, .rp = rp, .wtype2 = wtype2,
                               .nw = (int)v[k].defs[1].value,
                               .ncv = dec ? 1 : (int)v[k].defs[2].value};
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
@@ -596,14 +585,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             continue;
         }
         m.regs = regs;
-        m.local = local;
         g->d.cuFuncGetAttribute(&m.sshm, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, m.fn);
-        if (qo > 8 && g->d.cuFuncSetAttribute(m.fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                                              1) != 0) { /* (clusters of more than 8 blocks) */
-            st = brasa_fail(err, BRASA_EUNSUPPORTED, "clusters of %d blocks", qo);
-            g->d.cuModuleUnload(m.mod);
-            continue;
-        }
         if (dec == 2) { /* the tile shapes of mmt.cu's four paths */
             int fl = wtype == T_F16 || wtype == T_BF16;
             m.dq = dq;
@@ -620,9 +602,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             continue;
         }
         if (g->o.verbose)
-            fprintf(stderr, "brasa: %s type %u%s%s%s%s: variant %d, NW=%d %s=%d (%d registers, "
-                    "%d local bytes)\n", fname, wtype, glu ? " gate+up" : "", xc ? " XC" : "",
-                    rp ? " RP" : "", qo ? " QO" : "", k,
+            fprintf(stderr, "brasa: %s type %u%s%s%s: variant %d, NW=%d %s=%d (%d registers, %d "
+                    "local bytes)\n", fname, wtype, glu ? " gate+up" : "", xc ? " XC" : "",
+                    rp ? " RP" : "", k,
                     m.nw, dec == 1 ? "NR" : "NC", dec == 1 ? nr : m.ncv, regs, local);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
@@ -814,10 +796,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
-    s->mvd_mix = env_is("BRASA_GPU_MVD_MIX", "1"); /* (not yet measured on a device: off) */
-    s->glu_q = g->jit.arch < 90 || drv_is_hip(&g->d) ? 0
-             : env_is("BRASA_GPU_GLU_Q", "1") ? 8 : env_is("BRASA_GPU_GLU_Q", "2") ? 16 : 0;
-    s->res_q = g->jit.arch < 90 || drv_is_hip(&g->d) ? 0 : env_int("BRASA_GPU_RES_Q", 0);
+    s->mvd_mix = !env_is("BRASA_GPU_MVD_MIX", "0");
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
@@ -996,12 +975,6 @@ struct pb {
     const struct graph *g;
     struct plan *p;
     CUdeviceptr ws, xq, xd, xs, xf, xh, part, mpart;
-    CUdeviceptr xq2, xd2, xs2; /* a second int8 activation scratch (xq, xd, xs swap with it:
-                                * mvd.cu QO converts into it while reading the first) */
-    CUdeviceptr qsl;           /* mvd.cu QN: each 256-block's sum of squares */
-    CUdeviceptr q_nsl;         /* where the activation scratch holds an RMSNorm's output over
-                                * its 1 / RMS (QN), the sums of squares; else 0 */
-    int q_nns;                 /* (their count) */
     int *nuse;       /* consumers per node */
     int *normsrc;    /* MATMUL: the RMS_NORM folded into its activation conversion, or -1 */
     int *resadd;     /* MATMUL: the ADD folded into its epilogue, or -1 */
@@ -1149,32 +1122,6 @@ static bool read_elsewhere(const struct graph *g, int i, int except)
     return false;
 }
 
-/* Whether the one-token launch of matmul i (rows outputs) converts its output for the product
- * after it (mvd.cu QO, sm_90): a gate+up launch (BRASA_GPU_GLU_Q) for the down product, or a
- * product with a residual (BRASA_GPU_RES_Q; QN) for the product that takes the RMSNorm of its
- * output (*norm: that norm), of whole 256-blocks of outputs, where the product reading them
- * has a K-format weight (quant_act's mode 1) and takes the scratch (no XC). */
-static bool out_converts(const struct pb *b, int i, long rows, int *norm)
-{
-    const struct graph *g = b->g;
-    const int glu = b->glu[i] >= 0, a = glu ? b->glu[i] : b->resadd[i];
-    *norm = -1;
-    if (!(glu ? b->s->glu_q : b->s->res_q) || a < 0 || g->nodes[i].ne[1] != 1 || rows % 256 ||
-        rows / 256 > 32 || b->s->mvd_xc >= 2 || b->rfuse[i] >= 0 || (!glu && b->mnext[i] >= 0))
-        return false;
-    for (int j = i + 1; j < g->n; j++) {
-        const struct graph_node *m = &g->nodes[j];
-        if (m->op != GOP_MATMUL)
-            continue;
-        int ns = b->normsrc[j];
-        if (glu ? m->in[0] == a && ns < 0 : ns >= 0 && g->nodes[ns].in[0] == a) {
-            *norm = ns;
-            return m->ne[1] == 1 && quant_mode(g->nodes[m->in[1]].type) == 1;
-        }
-    }
-    return false;
-}
-
 static brasa_status plan_matmul(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
@@ -1216,7 +1163,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     struct mv_kernel *mt = NULL;
     int qm = mode; /* quant_act's mode (+ 8: xh holds the int8 values times their scales) */
     if (use_mmt) {
-        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, 0, 0, &mt, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, 0, &mt, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         qm += mt->dq ? 8 : 0;
     }
@@ -1337,10 +1284,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, T > 1 && ((mode >= 1 && mode <= 3) || qm & 8) ? b->xh : 0);
         b->q_src = key;
         b->q_mode = qm;
-        b->q_nsl = 0;
     }
-    /* the scratch's values are a norm's output over its 1 / RMS (QN): the sums of squares */
-    const CUdeviceptr nsl = xc ? 0 : b->q_nsl;
     int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
     long tot = glu ? rows : (long)r[0] + r[1] + r[2];
     const char *kname = glu ? "matvec_glu" : nm > 1 ? "matvec_multi" : "matvec";
@@ -1374,20 +1318,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if (rq >= 0 && nr != 2) /* (rope_into_products leaves the row groups as they are) */
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: a rotating launch with %d "
                               "rows a group", n->name, nr);
-        /* in clusters that convert the output for the product after it (mvd.cu QO): gate+up
-         * for down, or with QN a product with a residual for the one after the next norm */
-        int qnorm = -1, qo = 0;
-        if (!xc && nr == 2 && rq < 0 && !wt2 && (glu ? ks == 1 : ks <= 2) &&
-            out_converts(b, i, tot, &qnorm))
-            qo = glu ? b->s->glu_q : b->s->res_q == 2 ? 8 : 16;
-        CUdeviceptr qnw = 0;
-        if (qo && !glu && (st = dev_of(b, b->g->nodes[qnorm].in[1], &qnw)))
-            return st;
-        if (qo && (get_mv(g, 1, w->type, ks, glu, nr, xc, 0, 0, qo, &mv, b->err) != BRASA_OK ||
-                   mv->nw * qo != (glu ? 256 : 128 * ks) || mv->local > 0))
-            qo = 0; /* (quant_act converts it, as without: not a kernel that spills) */
-        if (!qo && (st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, 0, &mv, b->err)) !=
-                       BRASA_OK)
+        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, &mv, b->err)) !=
+            BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         long gpb = mv->nw / ks, nblk = (groups + gpb - 1) / gpb, grid = nblk;
         unsigned shm = 0;
@@ -1425,23 +1357,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, hd);
         ap(l, b->s->d_pos);
         ai(l, kvf16);
-        ap(l, qo ? b->xq2 : 0);
-        ap(l, qo ? b->xd2 : 0);
-        ap(l, qo ? b->xs2 : 0);
-        ap(l, qnw);
-        ap(l, qo && !glu ? b->qsl : 0);
-        ap(l, nsl);
-        ai(l, nsl ? b->q_nns : 0);
-        if (qo) { /* the next product reads the converted output: the scratches swap */
-            CUdeviceptr t;
-            t = b->xq, b->xq = b->xq2, b->xq2 = t;
-            t = b->xd, b->xd = b->xd2, b->xd2 = t;
-            t = b->xs, b->xs = b->xs2, b->xs2 = t;
-            b->q_src = glu ? b->glu[i] : qnorm;
-            b->q_mode = 1;
-            b->q_nsl = glu ? 0 : b->qsl;
-            b->q_nns = glu ? 0 : (int)(tot / 256);
-        }
         return BRASA_OK;
     }
     if (use_mmt) {
@@ -1474,7 +1389,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, T);
         return BRASA_OK;
     }
-    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, 0, 0, &mv, b->err)) != BRASA_OK)
+    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, 0, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
     int rpb = mv->nw; /* rows per block */
     unsigned nrb = (unsigned)((tot + rpb - 1) / rpb), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);
@@ -1771,7 +1686,6 @@ static brasa_status plan_node(struct pb *b, int i)
         if (l && aq) {
             b->q_src = i;
             b->q_mode = 1;
-            b->q_nsl = 0;
         }
         break;
     }
@@ -1897,8 +1811,8 @@ static bool mm_compatible(const struct graph *g, int a, int c)
 
 /* Whether decode matmuls a, c (q, k: Q4_K) and v (Q6_K, as in half the layers of Q4_K_M files)
  * can share one launch (mvd.cu QT2): the same input and k, q and k of whole blocks of rows,
- * pieces of 64 values for both types. Only with BRASA_GPU_MVD_MIX=1 until it is measured on a
- * device; by default v has a launch of its own. */
+ * pieces of 64 values for both types (1.5B Q4_K_M tg128 +2-4%, 7B +0.7% on an H100,
+ * BENCHMARKS.md; BRASA_GPU_MVD_MIX=0: v in a launch of its own). */
 static bool mm_mix(const struct pb *b, int a, int c, int v)
 {
     const struct graph *g = b->g;
@@ -2023,15 +1937,14 @@ static void fuse(struct pb *b)
  * partial sums of mmt.cu where a batch of mmt_min tokens or more may take it (mmt: it may). */
 static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t *o_xq, size_t *o_xd,
                         size_t *o_xs, size_t *o_xf, size_t *o_xh, size_t *o_part,
-                        size_t *o_mpart, size_t o_x2[4])
+                        size_t *o_mpart)
 {
-    size_t maxk = 0, part = 0, mpart = 0, dk = 0; /* dk: the largest k of one token */
+    size_t maxk = 0, part = 0, mpart = 0;
     for (int i = 0; i < g->n; i++) {
         const struct graph_node *n = &g->nodes[i];
         if (n->op == GOP_MATMUL) {
             size_t k = (size_t)g->nodes[n->in[1]].ne[0] * (size_t)n->ne[1];
             maxk = k > maxk ? k : maxk;
-            dk = n->ne[1] == 1 && k > dk ? k : dk;
             if (mmt && n->ne[1] >= mmt_min) /* batches on the tensor cores */
                 mpart = (size_t)MMT_SPLIT_TILES * MMT_TILE_FLOATS * 4;
         } else if (n->op == GOP_ATTN) {
@@ -2057,14 +1970,6 @@ static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t *o_
     off += UP(part + 4);
     *o_mpart = off;
     off += UP(mpart);
-    o_x2[0] = off; /* xq2, xd2, xs2: as xq, xd, xs, for one token */
-    off += UP(dk);
-    o_x2[1] = off;
-    off += UP(dk / 32 * 4 + 4);
-    o_x2[2] = off;
-    off += UP(dk / 16 * 4 + 4);
-    o_x2[3] = off; /* QN's sums of squares (at most 32) */
-    off += UP(32 * 4);
 #undef UP
     return off;
 }
@@ -2105,9 +2010,9 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         }
     }
     plan_clear(s, p);
-    size_t o_xq, o_xd, o_xs, o_xf, o_xh, o_part, o_mpart, o_x2[4];
+    size_t o_xq, o_xd, o_xs, o_xf, o_xh, o_part, o_mpart;
     size_t need = ws_layout(g, s->mmt, s->mmt_min, &o_xq, &o_xd, &o_xs, &o_xf, &o_xh, &o_part,
-                            &o_mpart, o_x2);
+                            &o_mpart);
     if (need > s->ws_cap) {
         gp->d.cuStreamSynchronize(s->st);
         gmem_free(&gp->mem, s->ws);
@@ -2159,8 +2064,6 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o_xq, .xd = s->ws + o_xd,
                    .xs = s->ws + o_xs, .xf = s->ws + o_xf, .xh = s->ws + o_xh, .part = s->ws + o_part,
                    .mpart = s->ws + o_mpart, .q_src = -1, .q_mode = -1,
-                   .xq2 = s->ws + o_x2[0], .xd2 = s->ws + o_x2[1], .xs2 = s->ws + o_x2[2],
-                   .qsl = s->ws + o_x2[3],
                    .err = err};
     for (int i = 0; i < g->n; i++)
         b.recurrent |= g->nodes[i].op == GOP_DELTANET;

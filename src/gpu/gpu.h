@@ -18,7 +18,7 @@
 #ifndef BRASA_GPU_H
 #define BRASA_GPU_H
 
-/* The arguments a kernel launch holds (mvd.cu takes 38); test_gpu_compile checks that every
+/* The arguments a kernel launch holds (mvd.cu takes the most); test_gpu_compile checks that every
  * kernel of every template takes at most this many, and a launch with more fails. */
 #define GPU_MAX_ARGS 48
 #include <stdbool.h>

@@ -1,8 +1,6 @@
 /* variants: the table of kernel modules. */
 #include "gpu/variants.h"
 
-#include <string.h>
-
 #include "quant/quant.h"
 
 const unsigned gpu_matvec_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
@@ -85,40 +83,6 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
                                                {rp ? "RP" : NULL, 1},
                                                {kp == 64 ? "KP" : NULL, 64}}};
     return counted(out, nv);
-}
-
-int gpu_mvd_qo_variants(unsigned wtype, int glu, int ks, int kp, int qo, struct gpu_variant *out,
-                        int cap)
-{
-    /* the first candidate's register budget (64 at 32 warps an SM), in blocks of 256 / qo
-     * outputs: a cluster of qo holds the 256 a scale of quant_act's mode 1 covers (gate+up: a
-     * warp an output; the others two rows a group of ks warps) */
-    const int nw = glu ? 256 / qo : 128 * ks / qo;
-    if ((wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q5_K && wtype != GGML_TYPE_Q6_K) ||
-        (qo != 8 && qo != 16) || (glu && ks != 1) || (ks != 1 && ks != 2) || nw < 4 || nw > 32)
-        return 0;
-    /* then 24 and 16 warps an SM where blocks of nw warps allow them */
-    const int mb[3] = {32 / nw, 24 / nw, 16 / nw > 0 ? 16 / nw : 1};
-    if (cap < 3 || gpu_mvd_variants(wtype, glu, 2, ks, 0, 0, kp, out, cap) < 1 ||
-        out[0].n_defs + 2 > GV_MAX_DEFS)
-        return 0;
-    for (int d = 0; d < out[0].n_defs; d++)
-        if (!strcmp(out[0].defs[d].name, "NW"))
-            out[0].defs[d].value = nw;
-    out[0].defs[out[0].n_defs++] = (struct jit_def){"QO", qo};
-    if (!glu)
-        out[0].defs[out[0].n_defs++] = (struct jit_def){"QN", 1};
-    int n = 0, last = 0;
-    for (int v = 0; v < 3; v++)
-        if (mb[v] > 0 && mb[v] != last) {
-            last = mb[v];
-            out[n] = out[0];
-            for (int d = 0; d < out[n].n_defs; d++)
-                if (!strcmp(out[n].defs[d].name, "MB"))
-                    out[n].defs[d].value = mb[v];
-            n++;
-        }
-    return n;
 }
 
 int gpu_mvd_mix_variants(unsigned wtype, unsigned qt2, int ks, int rp, struct gpu_variant *out,
@@ -215,13 +179,6 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                                 n += gpu_mvd_variants(t, glu, nr, ks, xc, rp, kp, out + n,
                                                       cap - n);
     }
-    for (int i = 0; i < gpu_n_matvec_types; i++) /* converting their output (sm_90) */
-        for (int kp = 32; kp <= 64; kp += 32)
-            for (int qo = 8; qo <= 16; qo += 8)
-                for (int glu = 0; glu < 2; glu++)
-                    for (int ks = 1; ks <= 2 - glu; ks++)
-                        n += gpu_mvd_qo_variants(gpu_matvec_types[i], glu, ks, kp, qo, out + n,
-                                                 cap - n);
     for (int ks = 1; ks <= 4; ks *= 2) /* q/k and a v of another type (Q4_K_M files) */
         for (int rp = 0; rp < 2; rp++)
             n += gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n, cap - n);

@@ -143,10 +143,16 @@ template <int NL> __device__ __forceinline__ double sumsq4(const float4 *x4, int
 // iscale = -127 / (the signed value of largest magnitude; the lowest index wins a tie, as
 // ggml's scan), q = min(127, round(iscale v)). Fills the lane's q, returns the block's d
 // (1 / iscale; 0 for a block of zeros), the same in every lane.
-// Over a warp: the signed value mx of largest magnitude am, the lowest index idx winning a tie
-// (each lane's candidate in, the warp's in every lane out).
-__device__ __forceinline__ void warp_amax(float &am, float &mx, int idx)
+__device__ __forceinline__ float q8k_warp(const float *v, int lane, int *q)
 {
+    float am = 0.0f, mx = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        if (fabsf(v[j]) > am) {
+            am = fabsf(v[j]);
+            mx = v[j];
+        }
+    int idx = am > 0.0f ? lane * 8 : 0x7fffffff;
     for (int o = 16; o > 0; o >>= 1) {
         float am2 = shfl_xor(am, o);
         float mx2 = shfl_xor(mx, o);
@@ -157,18 +163,6 @@ __device__ __forceinline__ void warp_amax(float &am, float &mx, int idx)
             idx = idx2;
         }
     }
-}
-
-__device__ __forceinline__ float q8k_warp(const float *v, int lane, int *q)
-{
-    float am = 0.0f, mx = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        if (fabsf(v[j]) > am) {
-            am = fabsf(v[j]);
-            mx = v[j];
-        }
-    warp_amax(am, mx, am > 0.0f ? lane * 8 : 0x7fffffff);
     float iscale = am != 0.0f ? -127.0f / mx : 0.0f;
 #pragma unroll
     for (int j = 0; j < 8; j++)

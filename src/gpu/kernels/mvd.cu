@@ -42,12 +42,7 @@
 // activation pointers step one round's pieces at the end of each round, so a load's address is
 // a pointer plus a constant; 0, a measurement: each round's addresses from the first piece's
 // pointers and the round's index, recomputed every round: the Q4_K gate+up loop 191 -> 180
-// instructions (SASS, sm_90), 1.5B Q4_K_M tg128 +5% on an H100, BENCHMARKS.md); QO (clusters
-// of QO blocks convert the launch's output for the product after it, see qo_out: gate+up's,
-// or with QN the output of a product with a residual through the next RMSNorm: qnw its weights,
-// qsl the sums of squares it writes).
-// Any launch reading such a conversion (nsl set: nns sums of squares of the norm's input, eps
-// the norm's) multiplies its sums with the norm's 1 / RMS, from those sums.
+// instructions (SASS, sm_90), 1.5B Q4_K_M tg128 +5% on an H100, BENCHMARKS.md).
 #include "common.cuh"
 
 #ifndef QT
@@ -92,116 +87,6 @@
 #if defined(QT2) && (XC || GLU)
 #error "QT2: not with XC or GLU"
 #endif
-#ifndef QO
-#define QO 0
-#endif
-#ifndef QN
-#define QN 0
-#endif
-#define QRB (NW / KS * (GLU ? NR / 2 : NR)) // output rows of a block
-#if QO && (NR != 2 || XC || RP || defined(QT2) || QRB * QO != 256 || (GLU ? KS != 1 || QN : !QN))
-#error "QO: gate+up (or with QN a product with the next norm) in clusters of 256 outputs"
-#endif
-#if QO && !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define QO_ON 1
-// the cluster's barrier (every thread of its blocks arrives, then waits; a thread alternates
-// the two) and a float stored to another block's shared memory (the block of rank `rank`)
-__device__ __forceinline__ void cl_arrive(bool rel)
-{
-    if (rel) // (the cluster's shared memory: not a fence over the whole GPU's memory)
-        asm volatile("fence.acq_rel.cluster;" ::: "memory");
-    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
-}
-__device__ __forceinline__ void cl_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
-__device__ __forceinline__ void cl_put(float *p, unsigned rank, float v)
-{
-    unsigned a;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
-    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
-}
-__device__ __forceinline__ unsigned cl_rank()
-{
-    unsigned r;
-    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-#else
-#define QO_ON 0
-#endif
-#if QO
-// QO: the launch hands the product after it its input converted (quant_act's mode 1, Q8_K of
-// each 256 outputs), so there is no quant_act launch between them. A cluster of QO blocks,
-// QRB outputs each, holds one 256-block: each block finds the value of largest magnitude of
-// its outputs, stores it in every block of the cluster (shared memory across the cluster,
-// sm_90), and after the cluster's barrier each converts its own outputs with the block's
-// scale, writing the int8 values, sums of 16 and scales to oq, os and od as quant_act does.
-// Gate+up (GLU): its outputs, as quant_act would convert them: the same values. QN (a
-// product with a residual, whose output the next RMSNorm reads): each output h times the norm's
-// weight, so the values are the norm's output over its 1 / RMS, which the product reading
-// them multiplies its sums with (its nsl: each cluster's sum of h^2 goes to qsl[cluster]); the
-// int8 values may then differ from quant_act's by one where a value lies within rounding of a
-// half. t: the value to convert, h2: h^2 (QN), r: the output's row in the block (-1 for a lane
-// with none), rb: the block's first output row.
-__device__ __forceinline__ void qo_out(float t, float h2, int r, int rb, i8 *oq, float *od,
-                                       int *os, float *qsl)
-{
-#if QO_ON
-    __shared__ float tv[QRB], sv[QRB];
-    __shared__ float cand[3 * QO];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const unsigned me = cl_rank();
-    if (r >= 0) {
-        tv[r] = t;
-        if (QN)
-            sv[r] = h2;
-    }
-    __syncthreads();
-    float v = 0.0f, am = 0.0f, mx = 0.0f, ss = 0.0f;
-    if (warp == 0) {
-        v = lane < QRB ? tv[lane] : 0.0f;
-        if (QN)
-            ss = wave_sum<32>(lane < QRB ? sv[lane] : 0.0f);
-        am = fabsf(v);
-        mx = v;
-        warp_amax(am, mx, am > 0.0f ? lane : 0x7fffffff); // (as q8k_warp)
-    }
-    cl_wait(); // (the launch's arrival: every block of the cluster runs, its shared memory is)
-    if (warp == 0 && lane < QO) {
-        cl_put(&cand[3 * me], (unsigned)lane, am);
-        cl_put(&cand[3 * me + 1], (unsigned)lane, mx);
-        if (QN)
-            cl_put(&cand[3 * me + 2], (unsigned)lane, ss);
-    }
-    cl_arrive(true);
-    cl_wait(); // every block's value is in every block's cand
-    if (warp != 0)
-        return;
-    am = lane < QO ? cand[3 * lane] : 0.0f;
-    mx = lane < QO ? cand[3 * lane + 1] : 0.0f;
-    warp_amax(am, mx, am > 0.0f ? lane : 0x7fffffff); // (rank order is the outputs' order)
-    if (QN) {
-        ss = wave_sum<32>(lane < QO ? cand[3 * lane + 2] : 0.0f);
-        if (lane == 0 && me == 0)
-            qsl[blockIdx.x / QO] = ss;
-    }
-    const float iscale = am != 0.0f ? -127.0f / mx : 0.0f;
-    const int q = am != 0.0f && lane < QRB ? min(127, __float2int_rn(iscale * v)) : 0;
-    const int e = rb + lane;
-    int sum = q;
-    for (int s = 1; s < 16; s <<= 1)
-        sum += shfl_xor(sum, s);
-    if (lane < QRB) {
-        oq[e] = (i8)q;
-        if (!(e & 15))
-            os[e / 16] = sum;
-        if (!(e & 31))
-            od[e / 32] = am != 0.0f ? 1.0f / iscale : 0.0f;
-    }
-#else
-    (void)t, (void)h2, (void)r, (void)rb, (void)oq, (void)od, (void)os, (void)qsl;
-#endif
-}
-#endif
 #ifndef AL
 #define AL 0
 #endif
@@ -222,23 +107,14 @@ namespace qt2 {
 // Grid: nblk = ceil(rows / NOUT / (NW / KS)) blocks; with XC fewer, each taking
 // ceil(nblk / gridDim.x) passes over its lane groups (dynamic shared memory: the converted
 // activation).
-#if QO_ON
-#define MVD_CLUSTER __cluster_dims__(QO, 1, 1)
-#else
-#define MVD_CLUSTER
-#endif
-extern "C" __global__ void MVD_CLUSTER __launch_bounds__(NW * 32, MB)
+extern "C" __global__ void __launch_bounds__(NW * 32, MB)
 mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
     const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
     const float *normw, float eps, int nblk, int early, void *c0, void *c1, void *c2,
-    const float *cs, int nrope, int rmode, int hd, const int *pos, int kv_f16, i8 *oq,
-    float *od, int *os, const float *qnw, float *qsl, const float *nsl, int nns)
+    const float *cs, int nrope, int rmode, int hd, const int *pos, int kv_f16)
 {
     __shared__ float part[NW][NR];
-#if QO_ON
-    cl_arrive(false); // (waited for in qo_out, before a block stores to another's shared memory)
-#endif
 #if XC
     extern __shared__ __align__(16) u8 xsm[];
     xa = xsm;
@@ -246,7 +122,7 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     for (int gb = 0; gb < (nblk + (int)gridDim.x - 1) / (int)gridDim.x; gb++) {
         mv_block(gb, gb == 0, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res,
                  rscale, r0, r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope,
-                 rmode, hd, pos, kv_f16, oq, od, os, qnw, qsl, nsl, nns);
+                 rmode, hd, pos, kv_f16);
         if (KS > 1)
             __syncthreads(); // (part is read before the next group writes it)
     }
@@ -258,12 +134,12 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     if ((int)blockIdx.x >= (r0 + r1) / (NOUT * (NW / KS))) {
         qt2::mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res, rscale,
                       r0, r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope, rmode,
-                      hd, pos, kv_f16, oq, od, os, qnw, qsl, nsl, nns);
+                      hd, pos, kv_f16);
         return;
     }
 #endif
     mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res, rscale, r0,
              r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope, rmode, hd, pos,
-             kv_f16, oq, od, os, qnw, qsl, nsl, nns);
+             kv_f16);
 #endif
 }

@@ -549,8 +549,7 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
 __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int row, int last,
                                          int k, int sl, const void *xa, const float *xd,
                                          float *acc, bool active, bool first,
-                                         const float *xin, const float *nw, float eps, int hh,
-                                         const float *nsl, int nns, float &slv, bool &slok)
+                                         const float *xin, const float *nw, float eps, int hh)
 {
     const int P = k / PE, n = active ? (P - sl + GL - 1) / GL : 0; // this lane's pieces
     const int m = sl % PPB;
@@ -589,10 +588,6 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
             pdl_wait();
             if (!RP || RL == 0)
                 pdl_launch();
-            if (nsl) { // (the input's sums of squares, for its 1 / RMS: see mv_block)
-                slv = (sl & 31) < nns ? nsl[sl & 31] : 0.0f;
-                slok = true;
-            }
 #if XC
             xconv(xin, nw, eps, k, (u8 *)xa);
             __syncthreads();
@@ -649,9 +644,7 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
                                          int k, const float *xin, const float *nw, float eps,
                                          float (*part)[NR], int early, void *c0, void *c1,
                                          void *c2, const float *cs, int nrope, int rmode, int hd,
-                                         const int *pos, int kv_f16, i8 *oq, float *od,
-                                         int *os, const float *qnw, float *qsl,
-                                         const float *nsl, int nns)
+                                         const int *pos, int kv_f16)
 {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #if XC
@@ -699,66 +692,44 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     // the lane's bias and residual, asked for before the wait (the bias is a weight; the
     // residual only where early says that a kernel before the previous one wrote it): DRAM
     // and L2 latencies the epilogue no longer waits on
-    float bpre = 0.0f, rpre = 0.0f, wq = 0.0f; // (wq: QN's norm weight, also a weight)
+    float bpre = 0.0f, rpre = 0.0f;
     if (pk.active && lane < NOUT && row + lane < pk.rows) {
         if (pk.bias)
             bpre = pk.bias[rope_row(row + lane, hh)];
         if (res && early)
             rpre = res[row + lane];
-#if QN
-        wq = qnw[row + lane];
-#endif
     }
-    (void)wq, (void)qnw;
 #endif
     i64 N = (i64)pk.rows * (QUANT ? k / BE : k);
-    float slv = 0.0f;
-    bool slok = false;
-    if (XC)
-        nsl = nullptr;
     if (pk.active || (XC && first))
         rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, acc, pk.active, first, xin,
-                 nw, eps, hh, nsl, nns, slv, slok);
+                 nw, eps, hh);
     if (first) {
         pdl_wait(); // (for lanes with no piece; returns at once for the others)
         if (!RP || RL == 0)
             pdl_launch();
     }
-    if (nsl && !slok)
-        slv = lane < nns ? nsl[lane] : 0.0f;
 #if RP && RL == 1
     pdl_launch();
 #endif
 #pragma unroll
     for (int j = 0; j < NR; j++)
         acc[j] = wave_sum<32>(acc[j]);
-    bool lead = true; // (the group's first warp, which holds its sums)
     if (KS > 1) {
         if (lane == 0)
 #pragma unroll
             for (int j = 0; j < NR; j++)
                 part[warp][j] = acc[j];
         __syncthreads();
-        lead = warp % KS == 0;
-#if !QO
-        if (!lead)
+        if (warp % KS != 0)
             return;
-#endif
 #pragma unroll
         for (int j = 0; j < NR; j++) {
             float v = 0.0f;
-            for (int w = 0; lead && w < KS; w++)
+            for (int w = 0; w < KS; w++)
                 v += part[warp + w][j];
             acc[j] = v;
         }
-    }
-    if (nsl) {
-        // the input is the int8 values of an RMSNorm's output over its 1 / RMS (mvd.cu QN, in
-        // the launch before): the sums take it from the sums of squares of each 256-block
-        const float inv = 1.0f / sqrtf(wave_sum<32>(slv) / (float)k + eps);
-#pragma unroll
-        for (int j = 0; j < NR; j++)
-            acc[j] *= inv;
     }
 #if RP
     {
@@ -786,31 +757,6 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
         (void)res, (void)rscale, (void)early;
         return;
     }
-#endif
-#if QO
-    { // (every warp of the block comes here; a group's sums are in each lane of its first)
-        const int rb = gb * (NW / KS) * NOUT; // the block's first output row
-#if GLU
-        const float g = acc[0] + (b0 ? b0[row] : 0.0f), u = acc[1] + (b1 ? b1[row] : 0.0f);
-        const float o = silu_f(g) * u;
-        if (lane == 0)
-            pk.y[row] = o;
-        qo_out(o, 0.0f, lane == 0 ? row - rb : -1, rb, oq, od, os, qsl);
-        (void)res, (void)rscale, (void)early;
-#else
-        const bool mine = lead && lane < NOUT; // (NOUT 2: lanes 0 and 1 hold rows row, row + 1)
-        float h = lane == 1 ? acc[1] : acc[0];
-        if (pk.bias)
-            h += bpre;
-        h = res ? (early ? rpre : mine ? res[row + lane] : 0.0f) + h * rscale : h;
-        if (mine)
-            pk.y[row + lane] = h;
-        qo_out(h * wq, h * h, mine ? row + lane - rb : -1, rb, oq, od, os, qsl);
-#endif
-        return;
-    }
-#else
-    (void)oq, (void)od, (void)os, (void)qsl, (void)lead;
 #endif
     if (!pk.active || lane >= NOUT || row + lane >= pk.rows)
         return;
