@@ -173,9 +173,9 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
     [ $SECONDS -gt ${BUDGET_S:-420} ] && { note "skipped $spec (time)"; continue; }
     synth $2 $3 || continue
     rm -rf "$BRASA_CACHE"  # cold kernel cache for the first load
-    $B/brasa bench -m "$f" -p 512 -n 128 -r 3 >"$out/bench_$2_$3.txt" 2>&1
+    $B/brasa bench -m "$f" -p 512 -n 128 -r 3 --gen >"$out/bench_$2_$3.txt" 2>&1
     cat "$out/bench_$2_$3.txt"
-    note "bench $spec: $(grep -E 'pp512|tg128' "$out/bench_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
+    note "bench $spec: $(grep -E 'pp512|tg128|gen128' "$out/bench_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')$(grep -m1 'on the GPU' "$out/bench_$2_$3.txt")"
     # decode without programmatic dependent launch, for comparison
     BRASA_GPU_PDL=0 $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"$out/benchnopdl_$2_$3.txt" 2>&1
     note "bench $spec without PDL: $(grep -E 'tg128' "$out/benchnopdl_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
