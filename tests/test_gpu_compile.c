@@ -116,6 +116,20 @@ TEST(compile_every_variant)
     CHECKF(j.failed == 0, "%d compiles failed", j.failed);
 }
 
+/* The first variant of each template, into v (GV_ALL_MAX entries); returns their count. */
+static int first_of_each_template(struct gpu_variant *v)
+{
+    int n = gpu_all_variants(v, GV_ALL_MAX), m = 0;
+    for (int i = 0; i < n; i++) {
+        int first = 1;
+        for (int k = 0; k < m; k++)
+            first &= strcmp(v[k].tmpl, v[i].tmpl) != 0;
+        if (first)
+            v[m++] = v[i];
+    }
+    return m;
+}
+
 /* The timeline's stamps (BRASA_GPU_TIMELINE: BRASA_TL defined in every module, port.cuh) in
  * the first variant of each template, for sm_90 */
 TEST(compile_with_timeline)
@@ -125,13 +139,8 @@ TEST(compile_with_timeline)
     if (drv_load_nvrtc(&d, &err) != BRASA_OK)
         SKIP("no NVRTC");
     struct gpu_variant v[GV_ALL_MAX];
-    int n = gpu_all_variants(v, GV_ALL_MAX), done = 0;
+    int n = first_of_each_template(v), done = 0;
     for (int i = 0; i < n; i++) {
-        int first = 1;
-        for (int k = 0; k < i; k++)
-            first &= strcmp(v[k].tmpl, v[i].tmpl) != 0;
-        if (!first)
-            continue;
         struct jit_def defs[GV_MAX_DEFS + 1];
         memcpy(defs, v[i].defs, (size_t)v[i].n_defs * sizeof *defs);
         defs[v[i].n_defs] = (struct jit_def){"BRASA_TL", 1LL << 40};
@@ -154,14 +163,9 @@ TEST(compile_with_timeline)
 TEST(kernel_args_fit_a_launch)
 {
     struct gpu_variant v[GV_ALL_MAX];
-    int n = gpu_all_variants(v, GV_ALL_MAX), kernels = 0, most = 0;
+    int n = first_of_each_template(v), kernels = 0, most = 0;
     struct brasa_err err = {{0}};
     for (int i = 0; i < n; i++) {
-        int first = 1;
-        for (int k = 0; k < i; k++)
-            first &= strcmp(v[k].tmpl, v[i].tmpl) != 0;
-        if (!first)
-            continue;
         char *src = NULL;
         REQUIRE(jit_render(v[i].tmpl, v[i].defs, v[i].n_defs, &src, &err) == BRASA_OK);
         for (const char *p = src; (p = strstr(p, "extern \"C\" __global__")) != NULL; p++) {
