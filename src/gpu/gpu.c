@@ -222,6 +222,7 @@ struct gpu_sess {
         int32_t *h_top;        /* pinned copy of d_top */
         int top;               /* the candidates the run sends (0: the whole output) */
         bool graph;            /* it replayed the decode graph */
+        const struct plan *p;  /* its plan (profile and timeline) */
     } sl[GPU_SLOTS];
     int sl_next;             /* the slot the next launch takes */
     int nfly;                /* runs launched and not yet finished, the oldest first */
@@ -239,8 +240,7 @@ struct gpu_sess {
     CUdeviceptr d_cnt;       /* [MMT_SPLIT_TILES + ATTN_CNT] int32, zero between launches: mmt's
                               * counts, then decode attention's */
     int tok_cap;
-    int32_t *h_io;           /* pinned staging of d_io, GPU_SLOTS blocks of io_words */
-    size_t io_words;
+    int32_t *h_io;           /* pinned staging of d_io, a block each slot (gslot.h_io) */
     struct plan plans[MAX_PLANS];
     float *out;              /* pinned: the output node's rows */
     size_t out_cap;
@@ -293,7 +293,6 @@ struct gpu_sess {
     long tl_runs, tl_bad;
     uint64_t *h_tl;
     float last_ms;
-    const struct plan *cur;  /* the plan of the last launch (profile and timeline) */
 };
 
 /* ---------------------------------------------------------------- device */
@@ -2035,9 +2034,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         if ((st = gmem_alloc(&gp->mem, &s->d_io, nb, "position and tokens", "session", err)) ||
             (st = DRV_CALL(&gp->d, err, cuMemAllocHost, (void **)&s->h_io, GPU_SLOTS * nb)))
             return st;
-        s->io_words = nb / 4;
         for (int i = 0; i < GPU_SLOTS; i++)
-            s->sl[i].h_io = s->h_io + i * s->io_words;
+            s->sl[i].h_io = s->h_io + i * (nb / 4);
         s->d_pos = s->d_io;
         s->d_cs = s->d_io + 4;
         s->d_tok = s->d_io + 4 * (1 + ROPE_CS_MAX);
@@ -2265,9 +2263,9 @@ static brasa_status launch(struct gpu_sess *s, const struct launch *l, struct br
     return BRASA_OK;
 }
 
-/* Waits for the stream with a deadline: a kernel that never finishes becomes an error. */
-/* Waits for ev with the watchdog's deadline: spins for the first 5 ms (a decode step ends
- * within them), then sleeps 50 us between queries. */
+/* Waits for ev with the watchdog's deadline (a kernel that never finishes becomes an error):
+ * spins for the first 5 ms (a decode step ends within them), then sleeps 50 us between
+ * queries. */
 static brasa_status wait_event(struct gpu_sess *s, CUevent ev, const char *what,
                                struct brasa_err *err)
 {
@@ -2411,7 +2409,7 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
         return st;
     q->top = top;
     q->graph = graph;
-    s->cur = p;
+    q->p = p;
     s->sl_next = (s->sl_next + 1) % GPU_SLOTS;
     s->nfly++;
     return BRASA_OK;
@@ -2438,13 +2436,13 @@ static brasa_status finish_run(struct gpu_sess *s, struct brasa_err *err)
     float ms = 0;
     gp->d.cuEventElapsedTime(&ms, q->ev0, q->ev1);
     s->last_ms = ms;
-    const struct plan *p = s->cur;
-    for (int k = 0; s->prof && p && k < p->nl; k++) {
+    const struct plan *p = q->p;
+    for (int k = 0; s->prof && k < p->nl; k++) {
         float km = 0;
         gp->d.cuEventElapsedTime(&km, k ? s->pev[k - 1] : q->ev0, s->pev[k]);
         kt_add(s->pk, &s->npk, p->l[k].kname, km);
     }
-    if (gp->tl && p && (st = tl_collect(s, p, err)))
+    if (gp->tl && (st = tl_collect(s, p, err)))
         return st;
     if (gp->o.duty > 0 && gp->o.duty < 1) { /* duty-cycle limiter: idle in proportion */
         double idle = ms * 1e-3 * (1.0 - gp->o.duty) / gp->o.duty;

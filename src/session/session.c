@@ -364,14 +364,18 @@ static brasa_status q_finish(struct brasa_session *s, struct brasa_err *err)
     return st;
 }
 
-static brasa_status settle(struct brasa_session *s, struct brasa_err *err)
+brasa_status brasa_session_wait(struct brasa_session *s, struct brasa_err *err)
 {
     brasa_status st = BRASA_OK;
-    if (!s->gpu)
-        return st;
-    /* the kept steps first: their candidates are the session's */
-    while (st == BRASA_OK && gpu_sess_in_flight(s->gpu) > (s->ahead ? 1 : 0))
+    while (st == BRASA_OK && s->gpu && gpu_sess_in_flight(s->gpu) > (s->ahead ? 1 : 0))
         st = q_finish(s, err);
+    return st;
+}
+
+static brasa_status settle(struct brasa_session *s, struct brasa_err *err)
+{
+    /* the kept steps first: their candidates are the session's */
+    brasa_status st = brasa_session_wait(s, err);
     if (st == BRASA_OK && s->ahead) { /* (its KV row at pos is written again by the next
                                        * step there) */
         pthread_mutex_lock(&s->model->run_mu);
@@ -442,14 +446,6 @@ void brasa_session_set_sampler(struct brasa_session *s, struct brasa_sampler *sm
     s->queue = s->smp && s->gpu && !s->rec_bytes && sampler_is_greedy(s->smp) &&
                sampler_candidates(s->smp) == 1 && gpu_sess_can_queue(s->gpu) &&
                !(e && !strcmp(e, "0"));
-}
-
-brasa_status brasa_session_wait(struct brasa_session *s, struct brasa_err *err)
-{
-    brasa_status st = BRASA_OK;
-    while (st == BRASA_OK && s->gpu && gpu_sess_in_flight(s->gpu) > (s->ahead ? 1 : 0))
-        st = q_finish(s, err);
-    return st;
 }
 
 int32_t brasa_session_sample(struct brasa_session *s, struct brasa_sampler *smp)
