@@ -273,6 +273,10 @@ struct gpu_sess {
                               * XC): 1 those gpu_mvd_xc names, 0 none, 2 every one, 3
                               * those and every other of rows up to 8192
                               * (BRASA_GPU_MVD_XC) */
+    int skipcp;              /* (measurement, wrong results: BRASA_GPU_SKIPCP, bits) a decode
+                              * step queued on the device's pick leaves out 1 its inputs' copy,
+                              * 4 the candidates' copy to the host */
+    int top_dev;             /* the top-k count d_top holds (-1: not known) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
@@ -794,6 +798,8 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
         s->wmin = 0;
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
+    s->skipcp = env_int("BRASA_GPU_SKIPCP", 0);
+    s->top_dev = -1;
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->mvd_mix = !env_is("BRASA_GPU_MVD_MIX", "0");
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
@@ -2344,13 +2350,16 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
         memcpy(q->h_io + 1 + ROPE_CS_MAX, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
     else
         q->h_io[1 + ROPE_CS_MAX] = -1; /* (get_rows: the previous run's first candidate) */
-    if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, q->h_io,
+    const int skip = r->tokens ? 0 : s->skipcp;
+    if (!(skip & 1) &&
+        (st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, q->h_io,
                        (size_t)(g->n_tok + 1 + ROPE_CS_MAX) * sizeof(int32_t), s->st)))
         return st;
-    if (p->top) {
+    if (p->top && top != s->top_dev) { /* (it stays there for the runs after) */
         q->h_top[0] = top;
         if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_top, q->h_top, 4, s->st)))
             return st;
+        s->top_dev = top;
     }
     if ((st = DRV_CALL(&gp->d, err, cuEventRecord, q->ev0, s->st)))
         return st;
@@ -2401,8 +2410,9 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
     s->out_len = on->nbytes;
     s->out_valid = false;
     if ((st = DRV_CALL(&gp->d, err, cuEventRecord, q->ev1, s->st)) ||
-        (st = top ? DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, q->h_top + 1, s->d_top + 4,
-                             2 * TK_MAX * sizeof(int32_t), s->st)
+        (st = top ? (skip & 4 ? BRASA_OK
+                             : DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, q->h_top + 1,
+                                        s->d_top + 4, 2 * TK_MAX * sizeof(int32_t), s->st))
                   : DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, s->out, s->out_dev, s->out_len,
                              s->st)) ||
         (st = DRV_CALL(&gp->d, err, cuEventRecord, q->ev2, s->st)))
