@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "brasa.h"
 #include "gguf/gguf.h"
@@ -13,7 +14,9 @@
 #include "gpu/nccl.h"
 #include "json_mini.h"
 #include "model/model.h"
+#include "quant/mix.h"
 #include "quant/quant.h"
+#include "synth/synth.h"
 #include "test.h"
 
 static int have_gpu = -1;
@@ -305,64 +308,71 @@ static bool plan_counts(const char *path, const char *const *env, int n_ctx,
     return st == BRASA_OK;
 }
 
-/* Decode logits of the fixtures of one type (e.g. "Q4_K_M") through two sessions of n_ctx
- * positions after a prompt of np tokens (5 or more), the second opened with the environment
- * pairs env (name, value, ..., NULL) set: at most tol apart (relative to the largest logit; 0:
- * bit for bit). */
+/* Decode logits of the model at path (named label) through two sessions of n_ctx positions after
+ * a prompt of np tokens (5 or more), the second opened with the environment pairs env (name,
+ * value, ..., NULL) set: at most tol apart (relative to the largest logit; 0: bit for bit). */
+static void decode_pair_path(const char *path, const char *label, const char *const *env,
+                             double tol, const char *what, int n_ctx, int np)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s", path);
+    struct brasa_model *m1 = NULL, *m2 = NULL;
+    struct brasa_session *s1 = NULL, *s2 = NULL;
+    brasa_status st = open_model(p, BRASA_BACKEND_CUDA, &m1, &s1, n_ctx, BRASA_KV_F16);
+    for (int e = 0; env[e]; e += 2)
+        setenv(env[e], env[e + 1], 1);
+    if (st == BRASA_OK)
+        st = open_model(p, BRASA_BACKEND_CUDA, &m2, &s2, n_ctx, BRASA_KV_F16);
+    for (int e = 0; env[e]; e += 2)
+        unsetenv(env[e]);
+    REQUIRE(st == BRASA_OK);
+    struct brasa_model_info info;
+    brasa_model_get_info(m1, &info);
+    int32_t *prompt = malloc((size_t)np * sizeof *prompt);
+    REQUIRE(prompt);
+    const int32_t head[5] = {1, 20, 300, 40, 5};
+    for (int i = 0; i < np; i++)
+        prompt[i] = i < 5 ? head[i] : (int32_t)((i * 7919 + 13) % info.n_vocab);
+    struct brasa_err err = {{0}};
+    CHECKF(brasa_session_eval(s1, prompt, np, NULL, &err) == BRASA_OK, "%s", err.msg);
+    CHECKF(brasa_session_eval(s2, prompt, np, NULL, &err) == BRASA_OK, "%s", err.msg);
+    free(prompt);
+    double worst = 0;
+    for (int k = 0; k < 16; k++) {
+        int32_t id = (int32_t)((k * 37 + 11) % info.n_vocab);
+        CHECKF(brasa_session_eval(s1, &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
+        CHECKF(brasa_session_eval(s2, &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
+        const float *l1 = brasa_session_logits(s1), *l2 = brasa_session_logits(s2);
+        double mx = 0, d = 0;
+        for (int v = 0; v < info.n_vocab; v++) {
+            mx = fmax(mx, fabs(l1[v]));
+            d = fmax(d, fabs((double)l1[v] - l2[v]));
+            if (tol == 0 && memcmp(&l1[v], &l2[v], 4))
+                d = fmax(d, 1e-30);
+        }
+        worst = fmax(worst, mx > 0 ? d / mx : d);
+    }
+    printf("  %s, %s: decode logits %.3g apart\n", label, what, worst);
+    CHECKF(worst <= tol, "%s: %s decode logits differ by %.3g (bound %.3g)", label, what, worst,
+           tol);
+    brasa_session_free(s1);
+    brasa_session_free(s2);
+    brasa_model_free(m1);
+    brasa_model_free(m2);
+}
+
+/* decode_pair_path for each fixture of one type (e.g. "Q4_K_M") */
 static void decode_pair_ctx(const char *type, const char *const *env, double tol, const char *what,
                             int n_ctx, int np)
 {
     for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
-        char rel[128];
+        char rel[128], label[64];
         snprintf(rel, sizeof rel, "fixtures/%s.%s.gguf", archs[a], type);
         const char *path = test_shared_path(rel);
         if (!test_file_exists(path))
             continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s", path);
-        struct brasa_model *m1 = NULL, *m2 = NULL;
-        struct brasa_session *s1 = NULL, *s2 = NULL;
-        brasa_status st = open_model(p, BRASA_BACKEND_CUDA, &m1, &s1, n_ctx, BRASA_KV_F16);
-        for (int e = 0; env[e]; e += 2)
-            setenv(env[e], env[e + 1], 1);
-        if (st == BRASA_OK)
-            st = open_model(p, BRASA_BACKEND_CUDA, &m2, &s2, n_ctx, BRASA_KV_F16);
-        for (int e = 0; env[e]; e += 2)
-            unsetenv(env[e]);
-        REQUIRE(st == BRASA_OK);
-        struct brasa_model_info info;
-        brasa_model_get_info(m1, &info);
-        int32_t *prompt = malloc((size_t)np * sizeof *prompt);
-        REQUIRE(prompt);
-        const int32_t head[5] = {1, 20, 300, 40, 5};
-        for (int i = 0; i < np; i++)
-            prompt[i] = i < 5 ? head[i] : (int32_t)((i * 7919 + 13) % info.n_vocab);
-        struct brasa_err err = {{0}};
-        CHECKF(brasa_session_eval(s1, prompt, np, NULL, &err) == BRASA_OK, "%s", err.msg);
-        CHECKF(brasa_session_eval(s2, prompt, np, NULL, &err) == BRASA_OK, "%s", err.msg);
-        free(prompt);
-        double worst = 0;
-        for (int k = 0; k < 16; k++) {
-            int32_t id = (int32_t)((k * 37 + 11) % info.n_vocab);
-            CHECKF(brasa_session_eval(s1, &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
-            CHECKF(brasa_session_eval(s2, &id, 1, NULL, &err) == BRASA_OK, "%s", err.msg);
-            const float *l1 = brasa_session_logits(s1), *l2 = brasa_session_logits(s2);
-            double mx = 0, d = 0;
-            for (int v = 0; v < info.n_vocab; v++) {
-                mx = fmax(mx, fabs(l1[v]));
-                d = fmax(d, fabs((double)l1[v] - l2[v]));
-                if (tol == 0 && memcmp(&l1[v], &l2[v], 4))
-                    d = fmax(d, 1e-30);
-            }
-            worst = fmax(worst, mx > 0 ? d / mx : d);
-        }
-        printf("  %s %s, %s: decode logits %.3g apart\n", archs[a], type, what, worst);
-        CHECKF(worst <= tol, "%s: %s decode logits differ by %.3g (bound %.3g)", archs[a], what,
-               worst, tol);
-        brasa_session_free(s1);
-        brasa_session_free(s2);
-        brasa_model_free(m1);
-        brasa_model_free(m2);
+        snprintf(label, sizeof label, "%s %s", archs[a], type);
+        decode_pair_path(path, label, env, tol, what, n_ctx, np);
     }
 }
 
@@ -503,17 +513,37 @@ TEST(decode_rope_in_products)
     }
 }
 
+/* A tiny qwen2 with heads of 128 (brasa synth, Q4_K_M) written to buf: the attention the real
+ * models run on a GPU, rendered for heads of 128 (the fixtures' are of 64); NULL where it could
+ * not be written (a failed check). */
+static const char *tiny128(char *buf, size_t n)
+{
+    snprintf(buf, n, "/tmp/brasa-test-gpu-tiny128-%d.gguf", (int)getpid());
+    struct synth_opts o = {.arch = "qwen2", .shape = "tiny128", .ftype = FTYPE_Q4_K_M, .seed = 3,
+                           .n_threads = 2};
+    struct brasa_err err = {{0}};
+    if (synth_write(buf, &o, NULL, &err) != BRASA_OK) {
+        CHECKF(0, "synth: %s", err.msg);
+        return NULL;
+    }
+    return buf;
+}
+
 /* A 2048-position context and an F16 cache (decode attention split along the sequence in
- * three after the 1,100-token prompt), against the CPU backend with the same cache type. */
+ * three after the 1,100-token prompt), against the CPU backend with the same cache type; the
+ * fixtures and a tiny model with heads of 128. */
 TEST(long_context_f16_cache)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
+    char t128[96];
     const char *files[] = {"fixtures/llama.Q8_0.gguf", "fixtures/qwen35.Q8_0.gguf",
-                           "fixtures/qwen2.Q4_K_M.gguf"};
-    for (int f = 0; f < 3; f++) {
+                           "fixtures/qwen2.Q4_K_M.gguf", tiny128(t128, sizeof t128)};
+    for (int f = 0; f < 4; f++) {
         char p[1024];
-        snprintf(p, sizeof p, "%s", test_shared_path(files[f]));
+        if (!files[f])
+            continue;
+        snprintf(p, sizeof p, "%s", f == 3 ? files[f] : test_shared_path(files[f]));
         if (!test_file_exists(p))
             continue;
         struct brasa_model *mg = NULL, *mc = NULL;
@@ -546,6 +576,33 @@ TEST(long_context_f16_cache)
         brasa_model_free(mg);
         brasa_model_free(mc);
     }
+    if (files[3])
+        unlink(files[3]);
+}
+
+/* Decode attention for heads of 128 with an F16 cache reading the cache rows older than the
+ * step before its wait (attn.cu APRE) against reading them after it: the same values through
+ * the same steps, so the same logits bit for bit: within the first pass of rows (5 of 512
+ * positions), past it (300: rows the first pass does not hold), and split along the context
+ * (1,100 of 2,048, the last block merging); and graph == eager there. */
+TEST(decode_attention_rows_before_wait)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    char buf[96];
+    const char *p = tiny128(buf, sizeof buf);
+    REQUIRE(p);
+    static const char *const env[] = {"BRASA_GPU_ATTN_PRE", "0", NULL};
+    static const char *const eager[] = {"BRASA_GPU_GRAPH", "0", "BRASA_GPU_PDL", "0", NULL};
+    const int ctx[3] = {512, 512, 2048}, np[3] = {5, 300, 1100};
+    for (int c = 0; c < 3; c++) {
+        char what[96];
+        snprintf(what, sizeof what, "older rows read before and after the wait, %d of %d "
+                 "positions", np[c], ctx[c]);
+        decode_pair_path(p, "qwen2 tiny128 Q4_K_M", env, 0, what, ctx[c], np[c]);
+    }
+    decode_pair_path(p, "qwen2 tiny128 Q4_K_M", eager, 0, "graph and eager", 2048, 1100);
+    unlink(p);
 }
 
 /* The sampler's candidates selected on the device (top-k kernel, in the decode graph) draw the
@@ -865,6 +922,6 @@ TEST(generate_queued)
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(decode_conversion_in_attention), T(decode_qkv_of_two_types),
           T(decode_rope_in_products),
-          T(long_context_f16_cache), T(device_candidates), T(generate_queued),
+          T(long_context_f16_cache), T(decode_attention_rows_before_wait), T(device_candidates), T(generate_queued),
           T(shard_allreduce_through_nccl),
           T(model_over_gpus))

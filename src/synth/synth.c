@@ -29,6 +29,10 @@ static const struct synth_shape SHAPES[] = {
      .vocab = SYNTH_VOCAB_LLAMA3, .rms_eps = 1e-5f, .rope_theta = 500000, .rope_dims = 128},
     {"qwen2", "tiny", "tiny qwen2", 2, 256, 4, 2, 64, 768, 4096, 4118, 4096, .vocab = SYNTH_VOCAB_QWEN2,
      .rms_eps = 1e-6f, .rope_theta = 1e6f, .rope_dims = 64, .qkv_bias = true, .tied = true},
+    /* (heads of 128, as the real models: what a GPU renders its attention for) */
+    {"qwen2", "tiny128", "tiny qwen2, heads of 128", 2, 512, 4, 2, 128, 1024, 4096, 4118, 4096,
+     .vocab = SYNTH_VOCAB_QWEN2, .rms_eps = 1e-6f, .rope_theta = 1e6f, .rope_dims = 128,
+     .qkv_bias = true, .tied = true},
     {"qwen2", "0.5b", "Qwen2.5-0.5B", 24, 896, 14, 2, 64, 4864, 32768, 151936, 151643,
      .vocab = SYNTH_VOCAB_QWEN2, .rms_eps = 1e-6f, .rope_theta = 1e6f, .rope_dims = 64, .qkv_bias = true,
      .tied = true},
