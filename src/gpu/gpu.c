@@ -395,7 +395,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     gmem_init(&g->mem, &g->d, budget);
     g->tl_level = drv_is_hip(&g->d) ? 0 : env_int("BRASA_GPU_TIMELINE", 0);
     g->spec = !env_is("BRASA_GPU_SPEC", "0");
-    g->apre = env_int("BRASA_GPU_ATTN_PRE", 3) & 3;
+    g->apre = env_int("BRASA_GPU_ATTN_PRE", 7) & 7;
     if (g->tl_level > 0) {
         size_t nb = (1 + 2 * (size_t)TL_N) * 8;
         if ((st = gmem_alloc(&g->mem, &g->tl, nb, "timeline", "gpu", err)) ||

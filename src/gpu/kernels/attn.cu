@@ -111,6 +111,20 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     int j0 = sp * chunk, j1 = min(npos, j0 + chunk);
     // the group's shared memory (every group of the block has the same slice)
     float *sm = smb + gq * (hd + ((j1 - j0 + 3) & ~3) + (kv_f16 ? 2048 : 0) + AVS);
+#if APRE & 4
+    // (the older rows' loads right after the wait instead, with q's: all of them start for
+    // L2 before it)
+    for (int j = j0 + tid; j < j1; j += 128)
+        for (int o = 0; o < AHD * 2; o += 128) {
+            const long long off = ((long long)j * kvw + (long long)kvh * AHD) * 2 + o;
+            prefetch_l2((const char *)Kc + off);
+            prefetch_l2((const char *)Vc + off);
+        }
+    pdl_wait();
+    pdl_launch();
+    // (q first: the older rows' loads then wait with it)
+    const float qx = Q[((long long)t * nh + h) * AHD + tid];
+#endif
 #if APRE
     // (hd 128, F16: the scores' one round of AKU pieces a row; the output's thread groups of
     // 16 columns in 16 row groups, rows j0 + tid / 8 + 16 q of the first pass, see below)
@@ -147,7 +161,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             }
     }
     // the rest of the slice starts for L2 (a context of more than a pass)
-    for (int j = j0 + tid + 128; j < j1; j += 128)
+    for (int j = j0 + tid + 128; !(APRE & 4) && j < j1; j += 128)
         for (int o = 0; o < AHD * 2; o += 128) {
             const long long off = ((long long)j * kvw + (long long)kvh * AHD) * 2 + o;
             prefetch_l2((const char *)Kc + off);
@@ -164,12 +178,19 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             prefetch_l2((const char *)Vc + off);
         }
 #endif
+#if !(APRE & 4)
     pdl_wait();
     pdl_launch();
+#endif
     float *qv = sm, *sc = sm + hd;
     const float *q = Q + ((long long)t * nh + h) * hd;
+#if APRE & 4
+    qv[tid] = round_h(qx);
+    (void)q;
+#else
     for (int d = tid; d < hd; d += 128)
         qv[d] = kv_f16 ? round_h(q[d]) : q[d];
+#endif
     __syncthreads();
     // scores: a thread per cache row, the row read in 16-byte pieces (q from shared memory),
     // 8 pieces issued before the first is used where hd allows (one at a time, the 7B
