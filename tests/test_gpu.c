@@ -308,6 +308,22 @@ static bool plan_counts(const char *path, const char *const *env, int n_ctx,
     return st == BRASA_OK;
 }
 
+/* A tiny qwen2 with heads of 128 (brasa synth, Q4_K_M) written to buf: the attention the real
+ * models run on a GPU, rendered for heads of 128 (the fixtures' are of 64); NULL where it could
+ * not be written (a failed check). */
+static const char *tiny128(char *buf, size_t n)
+{
+    snprintf(buf, n, "/tmp/brasa-test-gpu-tiny128-%d.gguf", (int)getpid());
+    struct synth_opts o = {.arch = "qwen2", .shape = "tiny128", .ftype = FTYPE_Q4_K_M, .seed = 3,
+                           .n_threads = 2};
+    struct brasa_err err = {{0}};
+    if (synth_write(buf, &o, NULL, &err) != BRASA_OK) {
+        CHECKF(0, "synth: %s", err.msg);
+        return NULL;
+    }
+    return buf;
+}
+
 /* Decode logits of the model at path (named label) through two sessions of n_ctx positions after
  * a prompt of np tokens (5 or more), the second opened with the environment pairs env (name,
  * value, ..., NULL) set: at most tol apart (relative to the largest logit; 0: bit for bit). */
@@ -383,7 +399,7 @@ static void decode_pair(const char *type, const char *const *env, double tol, co
 
 /* Decode logits of the graph executor and of the eager one (without programmatic dependent
  * launch: a kernel that touched its inputs before pdl_wait() would race and differ), bit for
- * bit. */
+ * bit: the fixtures, and a tiny model with heads of 128 split along a context of 2,048. */
 TEST(graph_equals_eager)
 {
     if (!gpu_present())
@@ -391,6 +407,12 @@ TEST(graph_equals_eager)
     static const char *const env[] = {"BRASA_GPU_GRAPH", "0", "BRASA_GPU_PDL", "0", NULL};
     decode_pair("Q4_K_M", env, 0, "graph and eager");
     decode_pair("Q8_0", env, 0, "graph and eager");
+    char buf[96]; /* (heads of 128: the kernels rendered for the real models' heads) */
+    const char *p = tiny128(buf, sizeof buf);
+    if (p) {
+        decode_pair_path(p, "qwen2 tiny128 Q4_K_M", env, 0, "graph and eager", 2048, 1100);
+        unlink(p);
+    }
 }
 
 /* Decode products that convert their own activation (mvd.cu XC, Q8_0 weights) against
@@ -513,22 +535,6 @@ TEST(decode_rope_in_products)
     }
 }
 
-/* A tiny qwen2 with heads of 128 (brasa synth, Q4_K_M) written to buf: the attention the real
- * models run on a GPU, rendered for heads of 128 (the fixtures' are of 64); NULL where it could
- * not be written (a failed check). */
-static const char *tiny128(char *buf, size_t n)
-{
-    snprintf(buf, n, "/tmp/brasa-test-gpu-tiny128-%d.gguf", (int)getpid());
-    struct synth_opts o = {.arch = "qwen2", .shape = "tiny128", .ftype = FTYPE_Q4_K_M, .seed = 3,
-                           .n_threads = 2};
-    struct brasa_err err = {{0}};
-    if (synth_write(buf, &o, NULL, &err) != BRASA_OK) {
-        CHECKF(0, "synth: %s", err.msg);
-        return NULL;
-    }
-    return buf;
-}
-
 /* A 2048-position context and an F16 cache (decode attention split along the sequence in
  * three after the 1,100-token prompt), against the CPU backend with the same cache type; the
  * fixtures and a tiny model with heads of 128. */
@@ -578,31 +584,6 @@ TEST(long_context_f16_cache)
     }
     if (files[3])
         unlink(files[3]);
-}
-
-/* Decode attention for heads of 128 with an F16 cache reading the cache rows older than the
- * step before its wait (attn.cu APRE) against reading them after it: the same values through
- * the same steps, so the same logits bit for bit: within the first pass of rows (5 of 512
- * positions), past it (300: rows the first pass does not hold), and split along the context
- * (1,100 of 2,048, the last block merging); and graph == eager there. */
-TEST(decode_attention_rows_before_wait)
-{
-    if (!gpu_present())
-        SKIP("no GPU driver or device");
-    char buf[96];
-    const char *p = tiny128(buf, sizeof buf);
-    REQUIRE(p);
-    static const char *const env[] = {"BRASA_GPU_ATTN_PRE", "0", NULL};
-    static const char *const eager[] = {"BRASA_GPU_GRAPH", "0", "BRASA_GPU_PDL", "0", NULL};
-    const int ctx[3] = {512, 512, 2048}, np[3] = {5, 300, 1100};
-    for (int c = 0; c < 3; c++) {
-        char what[96];
-        snprintf(what, sizeof what, "older rows read before and after the wait, %d of %d "
-                 "positions", np[c], ctx[c]);
-        decode_pair_path(p, "qwen2 tiny128 Q4_K_M", env, 0, what, ctx[c], np[c]);
-    }
-    decode_pair_path(p, "qwen2 tiny128 Q4_K_M", eager, 0, "graph and eager", 2048, 1100);
-    unlink(p);
 }
 
 /* The sampler's candidates selected on the device (top-k kernel, in the decode graph) draw the
@@ -922,6 +903,6 @@ TEST(generate_queued)
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(decode_conversion_in_attention), T(decode_qkv_of_two_types),
           T(decode_rope_in_products),
-          T(long_context_f16_cache), T(decode_attention_rows_before_wait), T(device_candidates), T(generate_queued),
+          T(long_context_f16_cache), T(device_candidates), T(generate_queued),
           T(shard_allreduce_through_nccl),
           T(model_over_gpus))

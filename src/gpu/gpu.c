@@ -113,8 +113,6 @@ struct gpu {
     CUmodule m_qm[5];
     CUfunction k_qm[5];
     bool spec;
-    int apre;          /* attn.cu APRE: older cache rows read before the wait (heads of 128, F16
-                        * cache; BRASA_GPU_ATTN_PRE, bits, 0 off: a measurement) */
     struct mv_kernel mv[96];
     int n_mv;
     struct wmap *w;
@@ -395,7 +393,6 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     gmem_init(&g->mem, &g->d, budget);
     g->tl_level = drv_is_hip(&g->d) ? 0 : env_int("BRASA_GPU_TIMELINE", 0);
     g->spec = !env_is("BRASA_GPU_SPEC", "0");
-    g->apre = env_int("BRASA_GPU_ATTN_PRE", 7) & 7;
     if (g->tl_level > 0) {
         size_t nb = (1 + 2 * (size_t)TL_N) * 8;
         if ((st = gmem_alloc(&g->mem, &g->tl, nb, "timeline", "gpu", err)) ||
@@ -641,7 +638,7 @@ static brasa_status load_module(struct gpu *g, const char *tmpl, const struct ji
  * or F32 cache. Slot 0 holds the kernels for any shape (BRASA_GPU_SPEC=0, or a fifth kind in
  * one process), slots 1-4 the rendered ones, filled in order. */
 static brasa_status get_attn(struct gpu *g, int hd, int f16, CUfunction *fn, CUfunction *merge,
-                             int *pre, struct brasa_err *err)
+                             struct brasa_err *err)
 {
     static const char *const names[2] = {"attn", "attn_merge"};
     int i = 0;
@@ -651,8 +648,8 @@ static brasa_status get_attn(struct gpu *g, int hd, int f16, CUfunction *fn, CUf
     if (i == 5)
         i = 0;
     if (!g->ak[i].fn[0]) {
-        struct jit_def defs[3] = {{"AHD", hd}, {"AF16", f16}, {"APRE", g->apre}};
-        brasa_status st = load_module(g, "attn.cu", defs, i ? 3 : 0, names, 2, &g->ak[i].m,
+        struct jit_def defs[2] = {{"AHD", hd}, {"AF16", f16}};
+        brasa_status st = load_module(g, "attn.cu", defs, i ? 2 : 0, names, 2, &g->ak[i].m,
                                       g->ak[i].fn, err);
         if (st != BRASA_OK)
             return st;
@@ -661,7 +658,6 @@ static brasa_status get_attn(struct gpu *g, int hd, int f16, CUfunction *fn, CUf
     }
     *fn = g->ak[i].fn[0];
     *merge = g->ak[i].fn[1];
-    *pre = i && hd == 128 && f16 ? g->apre : 0; /* (as attn.cu renders it) */
     return BRASA_OK;
 }
 
@@ -1644,8 +1640,7 @@ static brasa_status plan_node(struct pb *b, int i)
         int splits = attn_splits((int)T, n_ctx);
         int f16 = kc->type == T_F16 && vc->type == T_F16;
         CUfunction fa, fm;
-        int pre;
-        if ((st = get_attn(g, hd, f16, &fa, &fm, &pre, b->err)) != BRASA_OK)
+        if ((st = get_attn(g, hd, f16, &fa, &fm, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "attention %s", n->name);
         /* decode: split along the context, attention's last block of each merges the splits
          * (no attn_merge launch; BRASA_GPU_ATTN_MERGE=1: the launch, a measurement). And
@@ -1655,10 +1650,9 @@ static brasa_status plan_node(struct pb *b, int i)
         int grp = splits == 1 || inm, aq = attn_converts(b, i, nh, hd, grp, fa);
         int ga = aq && grp ? 256 / hd : 1;
         /* a group's scores of a slice (rounded to 4) and q; 2048 floats for the F16 output
-         * pass, and with APRE 2 the older value rows of its first pass (8 of 32 bytes a
-         * thread); a group a head of the block */
-        size_t shm = (((size_t)(n_ctx + splits - 1) / splits + 3) / 4 * 4 + (size_t)hd + 2048 +
-                      (pre & 2 ? 8 * 128 * 8 : 0)) * sizeof(float) * (size_t)ga;
+         * pass; a group a head of the block */
+        size_t shm = (((size_t)(n_ctx + splits - 1) / splits + 3) / 4 * 4 + (size_t)hd + 2048) *
+                     sizeof(float) * (size_t)ga;
         if (!allow_smem(g, fa, shm))
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "attention %s: %zu bytes of shared "
                               "memory", n->name, shm);

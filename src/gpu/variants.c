@@ -158,9 +158,6 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         for (int f16 = 0; f16 < 2 && n < cap; f16++)
             out[n++] = (struct gpu_variant){.tmpl = "attn.cu",
                                             .defs = {{"AHD", hd}, {"AF16", f16}}};
-    if (n < cap) /* (heads of 128, F16: with the older rows read before the wait, APRE) */
-        out[n++] = (struct gpu_variant){.tmpl = "attn.cu",
-                                        .defs = {{"AHD", 128}, {"AF16", 1}, {"APRE", 3}}};
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int nc = 1; nc <= 8; nc += 7)
             for (int glu = 0; glu < 2; glu++)

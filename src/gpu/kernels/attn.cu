@@ -53,17 +53,6 @@ __device__ __forceinline__ void q8k_rows(const float *ov, int lane, i8 *xq, floa
 #define AKU 8
 #define AVQ 4
 #endif
-// APRE (heads of 128, an F16 cache; bits): the cache rows older than the step (positions
-// before pos[0], which the kernels before this one do not write) are read before the wait, so
-// that after it only q and the newest rows are: 1, the key row a thread scores first, into
-// registers; 2, the value rows of the output's first pass, into shared memory (AVS floats a
-// group, after the output pass's 2048: the host sizes it). One L2 round trip after the wait
-// where there were three.
-#if !defined(APRE) || !defined(AHD) || AHD != 128 || !defined(AF16) || !AF16
-#undef APRE
-#define APRE 0
-#endif
-#define AVS (APRE & 2 ? AVQ * 128 * 8 : 0)
 
 // cache rows a split takes (the host's attn_splits: a split a ASPLIT positions of the context)
 #define ASPLIT 512
@@ -96,7 +85,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     hd = AHD;
     kv_f16 = AF16;
 #endif
-    extern __shared__ __align__(16) float smb[];
+    extern __shared__ float smb[];
     __shared__ float red[32];
     __shared__ double redd[32];
     __shared__ float ov[256];
@@ -110,64 +99,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     int chunk = (npos + eff - 1) / eff;
     int j0 = sp * chunk, j1 = min(npos, j0 + chunk);
     // the group's shared memory (every group of the block has the same slice)
-    float *sm = smb + gq * (hd + ((j1 - j0 + 3) & ~3) + (kv_f16 ? 2048 : 0) + AVS);
-#if APRE & 4
-    // (the older rows' loads right after the wait instead, with q's: all of them start for
-    // L2 before it)
-    for (int j = j0 + tid; j < j1; j += 128)
-        for (int o = 0; o < AHD * 2; o += 128) {
-            const long long off = ((long long)j * kvw + (long long)kvh * AHD) * 2 + o;
-            prefetch_l2((const char *)Kc + off);
-            prefetch_l2((const char *)Vc + off);
-        }
-    pdl_wait();
-    pdl_launch();
-    // (q first: the older rows' loads then wait with it)
-    const float qx = Q[((long long)t * nh + h) * AHD + tid];
-#endif
-#if APRE
-    // (hd 128, F16: the scores' one round of AKU pieces a row; the output's thread groups of
-    // 16 columns in 16 row groups, rows j0 + tid / 8 + 16 q of the first pass, see below)
-    const int old = pos[0], jk = j0 + tid;
-    const bool kpre = (APRE & 1) && jk < j1 && jk < old;
-    uint4 kp[AKU];
-    unsigned vpre = 0;
-    // (this group's value rows: [q][half][thread] 16-byte pieces, conflict-free)
-    uint4 *vs = (uint4 *)(smb + gq * (AHD + ((j1 - j0 + 3) & ~3) + 2048 + AVS) + AHD +
-                          ((j1 - j0 + 3) & ~3) + 2048);
-    if (kpre) {
-        const u16 *kr = (const u16 *)Kc + (long long)jk * kvw + kvh * AHD;
-#pragma unroll
-        for (int i = 0; i < AKU; i++)
-            kp[i] = *(const uint4 *)(kr + 8 * i);
-    }
-    if (APRE & 2) {
-        uint4 v[AVQ][2];
-#pragma unroll
-        for (int q = 0; q < AVQ; q++) {
-            const int jq = j0 + tid / 8 + q * 16;
-            if (jq < j1 && jq < old) {
-                const u16 *r = (const u16 *)Vc + (long long)jq * kvw + kvh * AHD + (tid % 8) * 16;
-                v[q][0] = *(const uint4 *)r;
-                v[q][1] = *(const uint4 *)(r + 8);
-                vpre |= 1u << q;
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < AVQ; q++)
-            if (vpre >> q & 1) {
-                vs[(2 * q) * 128 + tid] = v[q][0];
-                vs[(2 * q + 1) * 128 + tid] = v[q][1];
-            }
-    }
-    // the rest of the slice starts for L2 (a context of more than a pass)
-    for (int j = j0 + tid + 128; !(APRE & 4) && j < j1; j += 128)
-        for (int o = 0; o < AHD * 2; o += 128) {
-            const long long off = ((long long)j * kvw + (long long)kvh * AHD) * 2 + o;
-            prefetch_l2((const char *)Kc + off);
-            prefetch_l2((const char *)Vc + off);
-        }
-#else
+    float *sm = smb + gq * (hd + ((j1 - j0 + 3) & ~3) + (kv_f16 ? 2048 : 0));
     // the slice's key and value rows start for L2 while the previous kernel (which writes
     // the newest rows) finishes: the loads after the wait then find them there
     const int es = kv_f16 ? 2 : 4;
@@ -177,20 +109,12 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             prefetch_l2((const char *)Kc + off);
             prefetch_l2((const char *)Vc + off);
         }
-#endif
-#if !(APRE & 4)
     pdl_wait();
     pdl_launch();
-#endif
     float *qv = sm, *sc = sm + hd;
     const float *q = Q + ((long long)t * nh + h) * hd;
-#if APRE & 4
-    qv[tid] = round_h(qx);
-    (void)q;
-#else
     for (int d = tid; d < hd; d += 128)
         qv[d] = kv_f16 ? round_h(q[d]) : q[d];
-#endif
     __syncthreads();
     // scores: a thread per cache row, the row read in 16-byte pieces (q from shared memory),
     // 8 pieces issued before the first is used where hd allows (one at a time, the 7B
@@ -203,18 +127,9 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             if (hd % (8 * AKU) == 0) {
                 for (int d0 = 0; d0 < hd; d0 += 8 * AKU) {
                     uint4 u[AKU];
-#if APRE
-                    if (j == jk && kpre) {
 #pragma unroll
-                        for (int i = 0; i < AKU; i++)
-                            u[i] = kp[i];
-                    } else
-#endif
-                    {
-#pragma unroll
-                        for (int i = 0; i < AKU; i++)
-                            u[i] = *(const uint4 *)(kr + d0 + 8 * i);
-                    }
+                    for (int i = 0; i < AKU; i++)
+                        u[i] = *(const uint4 *)(kr + d0 + 8 * i);
 #pragma unroll
                     for (int i = 0; i < AKU; i++) {
                         const int d = d0 + 8 * i;
@@ -302,16 +217,8 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                 pr[q] = 0.0f;
                 if (jq < j1) {
                     const u16 *r = vb + (long long)jq * kvw;
-#if APRE
-                    if (j == j0 + rg && (vpre >> q & 1)) {
-                        a[q][0] = vs[(2 * q) * 128 + tid];
-                        a[q][1] = vs[(2 * q + 1) * 128 + tid];
-                    } else
-#endif
-                    {
-                        a[q][0] = *(const uint4 *)r;
-                        a[q][1] = *(const uint4 *)(r + 8);
-                    }
+                    a[q][0] = *(const uint4 *)r;
+                    a[q][1] = *(const uint4 *)(r + 8);
                     pr[q] = sc[jq - j0] * inv;
                     if (one)
                         pr[q] = round_h(pr[q]);
