@@ -415,19 +415,6 @@ TEST(graph_equals_eager)
     }
 }
 
-/* Decode products with twice the pieces in flight (mvd.cu U doubled: launches of few warps an
- * SM; here every launch that may take them) against the usual ones: each lane adds the same
- * pieces in the same order, so the same logits bit for bit. */
-TEST(decode_pieces_in_flight)
-{
-    if (!gpu_present())
-        SKIP("no GPU driver or device");
-    static const char *const env[] = {"BRASA_GPU_MVD_U2", "-1", NULL};
-    static const char *const types[] = {"Q4_K_M", "Q5_K_M", "Q6_K", "F16", "BF16"};
-    for (int t = 0; t < 5; t++)
-        decode_pair(types[t], env, 0, "twice the pieces in flight and once");
-}
-
 /* Decode products that convert their own activation (mvd.cu XC, Q8_0 weights) against
  * quant_act and the separate products: the same values converted the same way, so the same
  * logits up to the order of the RMS sums. */
@@ -913,8 +900,7 @@ TEST(generate_queued)
     }
 }
 
-TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_pieces_in_flight),
-          T(decode_conversion_in_product),
+TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(decode_conversion_in_attention), T(decode_qkv_of_two_types),
           T(decode_rope_in_products),
           T(long_context_f16_cache), T(device_candidates), T(generate_queued),

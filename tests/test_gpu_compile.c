@@ -229,11 +229,11 @@ TEST(mvd_piece_defines)
     static const unsigned kt[2] = {12, 14}; /* Q4_K, Q6_K */
     for (int t = 0; t < 2; t++)
         for (int nr = 1; nr <= 4; nr *= 2) {
-            int n32 = gpu_mvd_variants(kt[t], 0, nr, 1, 0, 0, 32, 0, v, 6);
+            int n32 = gpu_mvd_variants(kt[t], 0, nr, 1, 0, 0, 32, v, 6);
             REQUIRE(n32 > 0);
             long u32 = def_of(&v[0], "U");
             CHECK(def_of(&v[0], "KP") == -1);
-            int n64 = gpu_mvd_variants(kt[t], 0, nr, 1, 0, 0, 64, 0, v, 6);
+            int n64 = gpu_mvd_variants(kt[t], 0, nr, 1, 0, 0, 64, v, 6);
             CHECKF(n64 == n32, "type %u nr %d: %d variants with pieces of 64, %d with 32", kt[t],
                    nr, n64, n32);
             for (int i = 0; i < n64; i++) {
@@ -244,9 +244,9 @@ TEST(mvd_piece_defines)
             }
         }
     /* the other types have no pieces of 64 */
-    CHECK(gpu_mvd_variants(8, 0, 2, 1, 0, 0, 64, 0, v, 6) == 0);  /* Q8_0 */
-    CHECK(gpu_mvd_variants(13, 0, 2, 1, 0, 0, 64, 0, v, 6) == 0); /* Q5_K */
-    CHECK(gpu_mvd_variants(8, 0, 2, 1, 0, 0, 32, 0, v, 6) > 0);
+    CHECK(gpu_mvd_variants(8, 0, 2, 1, 0, 0, 64, v, 6) == 0);  /* Q8_0 */
+    CHECK(gpu_mvd_variants(13, 0, 2, 1, 0, 0, 64, v, 6) == 0); /* Q5_K */
+    CHECK(gpu_mvd_variants(8, 0, 2, 1, 0, 0, 32, v, 6) > 0);
 }
 
 /* The disk cache gives back what it stored, and BRASA_GPU_KEEP's files hold a module's

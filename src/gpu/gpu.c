@@ -82,7 +82,6 @@ struct mv_kernel {
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
     int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
     uint32_t wtype2; /* mvd.cu: the third weight's type where it differs (QT2), else 0 */
-    int u2;          /* mvd.cu: twice the pieces in flight (U), for launches of few warps */
     int regs, sshm;  /* registers a thread, static shared memory bytes a block */
     CUmodule mod;
     CUfunction fn;
@@ -278,9 +277,6 @@ struct gpu_sess {
                               * step queued on the device's pick leaves out 1 its inputs' copy,
                               * 4 the candidates' copy to the host */
     int top_dev;             /* the top-k count d_top holds (-1: not known) */
-    int u2max;               /* decode products of at most this many warps an SM take twice
-                              * the pieces in flight (BRASA_GPU_MVD_U2; 0: none, -1: all that
-                              * may, a test) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
@@ -528,13 +524,13 @@ static int mvd_split_pe(uint32_t type, int nr)
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
-                           int xc, int rp, uint32_t wtype2, int u2, struct mv_kernel **out,
+                           int xc, int rp, uint32_t wtype2, struct mv_kernel **out,
                            struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
         if (g->mv[i].dec == dec && g->mv[i].wtype == wtype && g->mv[i].nc == nc &&
             g->mv[i].glu == glu && g->mv[i].nr == nr && g->mv[i].xc == xc &&
-            g->mv[i].rp == rp && g->mv[i].wtype2 == wtype2 && g->mv[i].u2 == u2) {
+            g->mv[i].rp == rp && g->mv[i].wtype2 == wtype2) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
@@ -543,7 +539,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
              : dec && wtype2 ? gpu_mvd_mix_variants(wtype, wtype2, nc, rp, v, 6)
-             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), u2, v, 6)
+             : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
     const char *fname = dec == 2 ? "mmt" : dec ? "mvd" : "matvec";
     if (nv == 0)
@@ -562,7 +558,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (kf && env_is("BRASA_GPU_MMT_KF", "0"))
             continue;
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
-                              .xc = xc, .rp = rp, .wtype2 = wtype2, .u2 = u2,
+                              .xc = xc, .rp = rp, .wtype2 = wtype2,
                               .nw = (int)v[k].defs[1].value,
                               .ncv = dec ? 1 : (int)v[k].defs[2].value};
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
@@ -609,9 +605,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             continue;
         }
         if (g->o.verbose)
-            fprintf(stderr, "brasa: %s type %u%s%s%s%s: variant %d, NW=%d %s=%d (%d registers, %d "
+            fprintf(stderr, "brasa: %s type %u%s%s%s: variant %d, NW=%d %s=%d (%d registers, %d "
                     "local bytes)\n", fname, wtype, glu ? " gate+up" : "", xc ? " XC" : "",
-                    rp ? " RP" : "", u2 ? " U2" : "", k,
+                    rp ? " RP" : "", k,
                     m.nw, dec == 1 ? "NR" : "NC", dec == 1 ? nr : m.ncv, regs, local);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
@@ -803,7 +799,6 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->skipcp = env_int("BRASA_GPU_SKIPCP", 0);
-    s->u2max = env_int("BRASA_GPU_MVD_U2", 16);
     s->top_dev = -1;
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->mvd_mix = !env_is("BRASA_GPU_MVD_MIX", "0");
@@ -1173,7 +1168,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     struct mv_kernel *mt = NULL;
     int qm = mode; /* quant_act's mode (+ 8: xh holds the int8 values times their scales) */
     if (use_mmt) {
-        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, 0, 0, &mt, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, 0, &mt, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         qm += mt->dq ? 8 : 0;
     }
@@ -1328,15 +1323,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if (rq >= 0 && nr != 2) /* (rope_into_products leaves the row groups as they are) */
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: a rotating launch with %d "
                               "rows a group", n->name, nr);
-        /* twice the pieces in flight a lane where the launch has few warps an SM (at most
-         * u2max: without it such a launch's warps each wait on one DRAM round trip per round
-         * of pieces, the 7B down product 10 of them) and each lane several rounds; not with
-         * XC, gate+up or the rotating epilogue (BRASA_GPU_MVD_U2: u2max, 0 never, -1 every
-         * other launch: a test) */
-        int u2 = !xc && !glu && rq < 0 && !wt2 && nr == 2 &&
-                 (b->s->u2max < 0 ||
-                  (groups * ks <= (long)b->s->u2max * g->n_sm && pieces > 32L * ks));
-        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, u2, &mv, b->err)) !=
+        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, &mv, b->err)) !=
             BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         long gpb = mv->nw / ks, nblk = (groups + gpb - 1) / gpb, grid = nblk;
@@ -1407,7 +1394,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, T);
         return BRASA_OK;
     }
-    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, 0, 0, &mv, b->err)) != BRASA_OK)
+    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, 0, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
     int rpb = mv->nw; /* rows per block */
     unsigned nrb = (unsigned)((tot + rpb - 1) / rpb), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);

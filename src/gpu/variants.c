@@ -45,7 +45,7 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
 
 int gpu_mvd_xc(unsigned wtype) { return wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_0; }
 
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, int kp, int u2,
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, int kp,
                      struct gpu_variant *out, int cap)
 {
     int known = 0;
@@ -53,8 +53,7 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
         known |= gpu_matvec_types[i] == wtype;
     if (!known || cap < 2 || (nr != 1 && nr != 2 && nr != 4) || (glu && nr < 2) ||
         (ks != 1 && ks != 2 && ks != 4) || (rp && glu) ||
-        (kp != 32 && (kp != 64 || (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q6_K))) ||
-        (u2 && xc))
+        (kp != 32 && (kp != 64 || (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q6_K))))
         return 0;
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
      * spills, at 80 registers (24 warps; Q5_K, with its extra high bits: 102, 20 warps),
@@ -70,20 +69,15 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
     int nv = 2 + ((wtype == GGML_TYPE_Q6_K || wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_K) &&
                   cap > 2);
     int al = wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K;
-    /* u2: U doubled, 4 blocks an SM (128 registers), else 3 (170) */
-    if (u2)
-        nv = 2;
     for (int v = 0; v < nv; v++)
         out[v] = (struct gpu_variant){.tmpl = "mvd.cu",
                                       .defs = {{"QT", (long)wtype},
                                                {"NW", !xc ? 4 : !v ? 32 : q5 || v == 2 ? 20 : 24},
                                                {"NR", nr},
-                                               {"U", (kp == 64 && nr < 4 ? 2 / nr : 4 / nr) *
-                                                         (u2 ? 2 : 1)},
+                                               {"U", kp == 64 && nr < 4 ? 2 / nr : 4 / nr},
                                                {"KS", ks},
                                                {"GLU", glu},
-                                               {"MB", u2 ? 4 - v
-                                                      : xc ? 1 : !v ? 8 : q5 || v == 2 ? 5 : 6},
+                                               {"MB", xc ? 1 : !v ? 8 : q5 || v == 2 ? 5 : 6},
                                                {"XC", xc != 0},
                                                {"AL", al},
                                                {rp ? "RP" : NULL, 1},
@@ -97,7 +91,7 @@ int gpu_mvd_mix_variants(unsigned wtype, unsigned qt2, int ks, int rp, struct gp
     if (wtype != GGML_TYPE_Q4_K || qt2 != GGML_TYPE_Q6_K)
         return 0;
     /* qt2's candidates (its register budgets: Q6_K needs more), rendered for both types */
-    int n = gpu_mvd_variants(qt2, 0, 2, ks, 0, rp, 64, 0, out, cap);
+    int n = gpu_mvd_variants(qt2, 0, 2, ks, 0, rp, 64, out, cap);
     for (int v = 0; v < n; v++) {
         out[v].defs[0].value = (long)wtype;
         if (out[v].n_defs >= GV_MAX_DEFS)
@@ -182,17 +176,8 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                     for (int xc = 0; xc <= (nr == 2 && gpu_mvd_xc(t)); xc++)
                         for (int rp = 0; rp <= (nr == 2 && !glu); rp++)
                             for (int kp = 32; kp <= (nr == 2 ? kmax : 32); kp += 32)
-                                n += gpu_mvd_variants(t, glu, nr, ks, xc, rp, kp, 0, out + n,
+                                n += gpu_mvd_variants(t, glu, nr, ks, xc, rp, kp, out + n,
                                                       cap - n);
-    }
-    /* and with twice the pieces in flight (u2: the launches of few warps an SM; rows of 2, not
-     * gate+up, not rotating) */
-    for (int i = 0; i < gpu_n_matvec_types; i++) {
-        const unsigned t = gpu_matvec_types[i];
-        for (int ks = 1; ks <= 4; ks *= 2)
-            n += gpu_mvd_variants(t, 0, 2, ks, 0, 0,
-                                  t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K ? 64 : 32, 1,
-                                  out + n, cap - n);
     }
     for (int ks = 1; ks <= 4; ks *= 2) /* q/k and a v of another type (Q4_K_M files) */
         for (int rp = 0; rp < 2; rp++)

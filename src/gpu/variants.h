@@ -22,10 +22,8 @@ int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out
  * or 4); xc: blocks (one per SM) that convert the activation themselves (mvd.cu XC); rp: the
  * RoPE and KV-cache writes in the epilogue (mvd.cu RP; not with glu); kp: the elements of a
  * lane's piece, 32, or 64 for Q4_K and Q6_K (pieces of 32 bytes, half as many in flight);
- * u2: twice the pieces in flight a lane (for launches of few warps an SM: 4 blocks of 4 warps
- * an SM at most, so 128 registers a thread; not with xc); returns their count (0: no such
- * kernel). */
-int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, int kp, int u2,
+ * returns their count (0: no such kernel). */
+int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, int kp,
                      struct gpu_variant *out, int cap);
 /* Candidates for the decode product of a q/k/v launch whose q and k weights have type wtype
  * and whose v has type qt2 (mvd.cu QT2: the blocks of v's rows in qt2's code), in rows of 2,
