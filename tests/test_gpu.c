@@ -472,6 +472,27 @@ TEST(decode_conversion_in_attention)
     }
 }
 
+/* The final RMSNorm runs in the LM head's conversion (no norm_rows launch in the llama
+ * fixtures' plans, whose other norms all go into conversions too); the logits are checked
+ * against the CPU and the goldens by fixtures_vs_golden_and_cpu. */
+TEST(final_norm_in_lm_head)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const none[] = {NULL}, *const names[] = {"norm_rows"};
+    static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/llama.Q8_0.gguf",
+                                        "fixtures/llama.F16.gguf"};
+    for (int f = 0; f < 3; f++) {
+        const char *path = test_shared_path(files[f]);
+        int c[2], nl, mixed;
+        if (!test_file_exists(path) || !plan_counts(path, none, 512, names, 1, c, &nl, &mixed))
+            continue;
+        printf("  %s: norm_rows launches, decode %d, prompt %d\n", files[f], c[0], c[1]);
+        CHECKF(c[0] == 0 && c[1] == 0, "%s: %d norm_rows launches in decode, %d in the prompt",
+               files[f], c[0], c[1]);
+    }
+}
+
 /* A q/k/v launch whose v weight has another type (Q4_K q and k, Q6_K v: the layers of Q4_K_M
  * files that keep v in Q6_K; mvd.cu QT2, the default) against v in a launch of its own
  * (BRASA_GPU_MVD_MIX=0):
@@ -901,7 +922,7 @@ TEST(generate_queued)
 }
 
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
-          T(decode_conversion_in_attention), T(decode_qkv_of_two_types),
+          T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
           T(decode_rope_in_products),
           T(long_context_f16_cache), T(device_candidates), T(generate_queued),
           T(shard_allreduce_through_nccl),

@@ -1855,19 +1855,27 @@ static void fuse(struct pb *b)
             continue;
         if (n->op == GOP_RMS_NORM && n->p.i[0] == n->ne[0] && b->nuse[i] > 0) {
             /* every consumer a MATMUL, and the norm's input still alive after the last one
-             * (the arena may reuse a dead buffer, and the consumers re-read the input) */
+             * (the arena may reuse a dead buffer, and the consumers re-read the input), or one
+             * consumer right after the norm (the final norm before the LM head: nothing runs
+             * between them to write over the input, and its conversion reads the input
+             * before the product writes anything; a product converting its own input does
+             * not where its output overlaps it, plan_matmul) */
             bool all = true;
-            int last_mm = i, last_x = i;
+            int last_mm = i, last_x = i, nmm = 0, next = i + 1;
+            while (next < g->n &&
+                   (g->nodes[next].op == GOP_WEIGHT || g->nodes[next].op == GOP_STATE))
+                next++;
             for (int c = i + 1; c < g->n; c++)
                 for (int j = 0; j < GRAPH_MAX_IN; j++) {
                     if (g->nodes[c].in[j] == i) {
                         all &= g->nodes[c].op == GOP_MATMUL && j == 0;
                         last_mm = c;
+                        nmm++;
                     }
                     if (g->nodes[c].in[j] == n->in[0])
                         last_x = c;
                 }
-            if (all && last_x > last_mm) {
+            if (all && (last_x > last_mm || (nmm == 1 && last_mm == next))) {
                 b->skip[i] = true;
                 for (int c = i + 1; c < g->n; c++)
                     if (g->nodes[c].op == GOP_MATMUL && g->nodes[c].in[0] == i)
