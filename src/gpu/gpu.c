@@ -142,16 +142,20 @@ struct launch {
     union argv v[MAX_ARGS];
 };
 
+#define GPU_SLOTS 2 /* runs in flight at most */
+
 struct plan {
     const struct graph *g;
     int n_tok, n_nodes, n_ctx;
     struct launch *l;
     int nl, capl;
     unsigned gen;
-    CUgraphExec exec;
+    CUgraphExec exec[GPU_SLOTS]; /* captured for each run slot (the candidates' host copy) */
     size_t out_bytes;
     int out_node;
     bool top;                /* ends with the top-k kernel (the output is one row) */
+    int tk_l;                /* l[tk_l]: the top-k launch, which writes the candidates into
+                              * the run slot's pinned memory itself (-1: they are copied) */
     /* decode products that rotate q and k (mvd.cu RP) read cos and sin for the position from
      * the table after it in d_io, which run fills for rope_half pairs (0: none) */
     int rope_half;
@@ -196,7 +200,6 @@ static bool env_is(const char *name, const char *v);
 static int env_int(const char *name, int def);
 
 #define MAX_PLANS 4
-#define GPU_SLOTS 2 /* runs in flight at most */
 #define ROPE_CS_MAX 256 /* floats of d_io's RoPE table: [pair][cos, sin], heads up to 256 */
 /* mmt.cu split along k: at most this many partial tiles (blocks) a launch, each of at most
  * MMT_TILE_FLOATS floats (128 x 128 F16 tiles: 64 values for each of 256 threads) */
@@ -277,6 +280,9 @@ struct gpu_sess {
                               * step queued on the device's pick leaves out 1 its inputs' copy,
                               * 4 the candidates' copy to the host */
     int top_dev;             /* the top-k count d_top holds (-1: not known) */
+    bool tk_host;            /* the top-k kernel writes the candidates into the run slot's
+                              * pinned memory (BRASA_GPU_TOPK_HOST=0: a copy after it, as
+                              * before; a measurement) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
@@ -800,6 +806,8 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
     s->skipcp = env_int("BRASA_GPU_SKIPCP", 0);
     s->top_dev = -1;
+    /* (pinned memory is the device's to write at the host's address: unified addressing) */
+    s->tk_host = !drv_is_hip(&g->d) && !env_is("BRASA_GPU_TOPK_HOST", "0");
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->mvd_mix = !env_is("BRASA_GPU_MVD_MIX", "0");
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
@@ -841,8 +849,9 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
 
 static void plan_clear(struct gpu_sess *s, struct plan *p)
 {
-    if (p->exec)
-        s->g->d.cuGraphExecDestroy(p->exec);
+    for (int i = 0; i < GPU_SLOTS; i++)
+        if (p->exec[i])
+            s->g->d.cuGraphExecDestroy(p->exec[i]);
     free(p->l);
     memset(p, 0, sizeof *p);
 }
@@ -2107,6 +2116,7 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     /* the sampler's candidates, when the output is one row of logits: the top-k kernel reads
      * K from d_top when it runs (0: the whole row goes to the host instead) */
     const struct graph_node *on1 = &g->nodes[g->out];
+    p->tk_l = -1;
     p->top = st == BRASA_OK && on1->ne[1] == 1 && on1->ne[2] == 1 && on1->ne[0] > 0 &&
              on1->type == T_F32;
     if (p->top) {
@@ -2138,6 +2148,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
                 ap(l, s->d_top + 4);
                 ap(l, np > 1 ? s->d_tkp : 0);
                 ai(l, np > 1 ? np : 0);
+                ap(l, 0); /* (the run slot's pinned copy: launch_run) */
+                p->tk_l = s->tk_host ? p->nl - 1 : -1;
             }
         }
     }
@@ -2153,6 +2165,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
                 drop = (f == omit || f[-1] == ',') && (f[nl] == ',' || !f[nl]);
             if (!drop)
                 p->l[kept++] = p->l[k];
+            if (k == p->tk_l) /* (the top-k launch moves, or goes) */
+                p->tk_l = drop ? -1 : kept - 1;
         }
         p->nl = kept;
     }
@@ -2381,7 +2395,12 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
             if ((st = DRV_CALL(&gp->d, err, cuEventCreate, &s->pev[s->npev], CU_EVENT_DEFAULT)))
                 return st;
     }
-    if (graph && !p->exec) {
+    const int slot = s->sl_next;
+    if (p->tk_l >= 0) { /* the candidates straight into this slot's pinned memory */
+        struct launch *tl = &p->l[p->tk_l];
+        tl->v[tl->nargs - 1].p = (CUdeviceptr)(uintptr_t)(q->h_top + 1);
+    }
+    if (graph && !p->exec[slot]) {
         CUgraph cg = NULL;
         if ((st = DRV_CALL(&gp->d, err, cuStreamBeginCapture, s->st,
                            CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)))
@@ -2392,14 +2411,14 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
         if (st == BRASA_OK && rc != 0)
             st = drv_check(&gp->d, rc, "cuStreamEndCapture", err);
         if (st == BRASA_OK)
-            st = DRV_CALL(&gp->d, err, cuGraphInstantiateWithFlags, &p->exec, cg, 0);
+            st = DRV_CALL(&gp->d, err, cuGraphInstantiateWithFlags, &p->exec[slot], cg, 0);
         if (cg)
             gp->d.cuGraphDestroy(cg);
         if (st != BRASA_OK)
             return brasa_wrap(err, st, "capturing the decode step");
     }
     if (graph) {
-        if ((st = DRV_CALL(&gp->d, err, cuGraphLaunch, p->exec, s->st)))
+        if ((st = DRV_CALL(&gp->d, err, cuGraphLaunch, p->exec[slot], s->st)))
             return st;
     } else {
         for (int k = 0; k < p->nl; k++) {
@@ -2418,7 +2437,7 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
     s->out_len = on->nbytes;
     s->out_valid = false;
     if ((st = DRV_CALL(&gp->d, err, cuEventRecord, q->ev1, s->st)) ||
-        (st = top ? (skip & 4 ? BRASA_OK
+        (st = top ? (skip & 4 || p->tk_l >= 0 ? BRASA_OK
                              : DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, q->h_top + 1,
                                         s->d_top + 4, 2 * TK_MAX * sizeof(int32_t), s->st))
                   : DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, s->out, s->out_dev, s->out_len,

@@ -437,9 +437,12 @@ __device__ void tk_select(const S &src, int n, int K, tk_smem &sm)
         }
 }
 
+// hout (where set): the candidates also to the host's pinned memory there, in out's layout (no
+// copy after the kernel)
 extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, const int *kp,
                                                          int *out,
-                                                         const unsigned long long *part, int np)
+                                                         const unsigned long long *part, int np,
+                                                         int *hout)
 {
     pdl_wait();
     pdl_launch();
@@ -454,8 +457,13 @@ extern "C" __global__ void __launch_bounds__(1024) topk(const float *x, int n, c
         tk_select(tk_xs{x, 0}, n, K, sm);
     if (tid < K) {
         unsigned id = 0xffffffffu - (unsigned)sm.cand[tid];
+        const int v = __float_as_int(x[id]);
         out[tid] = (int)id;
-        out[TK_MAX + tid] = __float_as_int(x[id]);
+        out[TK_MAX + tid] = v;
+        if (hout) {
+            hout[tid] = (int)id;
+            hout[TK_MAX + tid] = v;
+        }
     }
 }
 
