@@ -262,8 +262,8 @@ struct gpu_sess {
     int mvd_mix;             /* a q/k/v launch may take a v of another type (mm_mix;
                               * BRASA_GPU_MVD_MIX=0: v in a launch of its own) */
     int attn_inmerge;        /* decode attention merges its splits (no attn_merge launch) */
-    int rope_fuse;           /* decode RoPE in the q/k/v products: 1 where they are small
-                              * (rope_into_products), 0 never, 2 always
+    int rope_fuse;           /* decode RoPE in the q/k/v products: 2 always (the default), 1
+                              * where they are small (rope_into_products), 0 never
                               * (BRASA_GPU_ROPE_FUSE) */
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
@@ -793,7 +793,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->fuse = !env_is("BRASA_GPU_FUSE", "0");
     s->dump = getenv("BRASA_DUMP");
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
-    s->rope_fuse = env_int("BRASA_GPU_ROPE_FUSE", 1);
+    s->rope_fuse = env_int("BRASA_GPU_ROPE_FUSE", 2);
     s->attn_q = !env_is("BRASA_GPU_ATTN_Q", "0");
     s->attn_inmerge = !env_is("BRASA_GPU_ATTN_MERGE", "1");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
@@ -1772,10 +1772,10 @@ static int next_op(const struct graph *g, int i)
  * covers whole heads, the products' epilogue rotates q and k and writes k and v to their
  * caches (mvd.cu RP): one launch a layer fewer. The launch of q (and v's, if apart) records
  * it in rfuse; every fused rope of a plan shares one table of cos and sin (plan.rope_half).
- * Only where q, k and v weigh at most ROPE_FUSE_BYTES: tg128 1.5B Q4_K_M +1%, 1B (llama)
- * Q4_K_M +2%, 1.5B Q8_0 +3%, but 7B Q4_K_M even and 7B Q8_0 -2% (its FFN down product
- * slower, for reasons not known; BENCHMARKS.md). BRASA_GPU_ROPE_FUSE=0: never, 2: always
- * (measurements). */
+ * tg128 1.5B Q4_K_M +1%, 1B (llama) Q4_K_M +2%, 1.5B Q8_0 +3% (H200, 2026-12-04); the 7B
+ * shapes were even (Q4_K_M) or 2% slower (Q8_0) then, and are +0.8% and +1.6% now (H100,
+ * 2026-12-06; BENCHMARKS.md). BRASA_GPU_ROPE_FUSE=1: only where q, k and v weigh at most
+ * ROPE_FUSE_BYTES, 0: never (measurements). */
 #define ROPE_FUSE_BYTES ((size_t)8 << 20)
 static void rope_into_products(struct pb *b, int i)
 {
