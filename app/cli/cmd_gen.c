@@ -1104,9 +1104,7 @@ int cmd_bench(int argc, char **argv)
     if (gen && n_g > 0) {
         struct brasa_sampler_params sp;
         brasa_sampler_defaults(&sp);
-        sp.temperature = 0;
-        sp.repeat_penalty = 1;
-        sp.presence_penalty = sp.frequency_penalty = 0;
+        sp.temperature = 0; /* (as brasa run --temp 0: the defaults' penalties are off) */
         if (brasa_sampler_new(&sp, info.n_vocab, &smp, &err) != BRASA_OK)
             goto fail;
     }

@@ -276,9 +276,9 @@ struct gpu_sess {
                               * XC): 1 those gpu_mvd_xc names, 0 none, 2 every one, 3
                               * those and every other of rows up to 8192
                               * (BRASA_GPU_MVD_XC) */
-    int skipcp;              /* (measurement, wrong results: BRASA_GPU_SKIPCP, bits) a decode
-                              * step queued on the device's pick leaves out 1 its inputs' copy,
-                              * 4 the candidates' copy to the host */
+    int skipcp;              /* (measurement, wrong results: BRASA_GPU_SKIPCP=1) a decode step
+                              * queued on the device's pick leaves out its inputs' copy (what
+                              * the candidates' copy cost: BRASA_GPU_TOPK_HOST=0) */
     int top_dev;             /* the top-k count d_top holds (-1: not known) */
     bool tk_host;            /* the top-k kernel writes the candidates into the run slot's
                               * pinned memory (BRASA_GPU_TOPK_HOST=0: a copy after it, as
@@ -1870,10 +1870,7 @@ static void fuse(struct pb *b)
              * before the product writes anything; a product converting its own input does
              * not where its output overlaps it, plan_matmul) */
             bool all = true;
-            int last_mm = i, last_x = i, nmm = 0, next = i + 1;
-            while (next < g->n &&
-                   (g->nodes[next].op == GOP_WEIGHT || g->nodes[next].op == GOP_STATE))
-                next++;
+            int last_mm = i, last_x = i, nmm = 0;
             for (int c = i + 1; c < g->n; c++)
                 for (int j = 0; j < GRAPH_MAX_IN; j++) {
                     if (g->nodes[c].in[j] == i) {
@@ -1884,7 +1881,7 @@ static void fuse(struct pb *b)
                     if (g->nodes[c].in[j] == n->in[0])
                         last_x = c;
                 }
-            if (all && (last_x > last_mm || (nmm == 1 && last_mm == next))) {
+            if (all && (last_x > last_mm || (nmm == 1 && last_mm == next_op(g, i)))) {
                 b->skip[i] = true;
                 for (int c = i + 1; c < g->n; c++)
                     if (g->nodes[c].op == GOP_MATMUL && g->nodes[c].in[0] == i)
@@ -2364,7 +2361,8 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
     while (s->nfly == GPU_SLOTS || (s->nfly && !top))
         if ((st = finish_run(s, err)))
             return st;
-    struct gslot *q = &s->sl[s->sl_next];
+    const int slot = s->sl_next;
+    struct gslot *q = &s->sl[slot];
     q->h_io[0] = r->pos0;
     if (p->rope_half) /* the angles as the CPU's rope makes them */
         graph_rope_table(r->pos0, p->rope_half, p->rope_ts, (float *)(q->h_io + 1));
@@ -2372,8 +2370,7 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
         memcpy(q->h_io + 1 + ROPE_CS_MAX, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
     else
         q->h_io[1 + ROPE_CS_MAX] = -1; /* (get_rows: the previous run's first candidate) */
-    const int skip = r->tokens ? 0 : s->skipcp;
-    if (!(skip & 1) &&
+    if (!(s->skipcp && !r->tokens) &&
         (st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, q->h_io,
                        (size_t)(g->n_tok + 1 + ROPE_CS_MAX) * sizeof(int32_t), s->st)))
         return st;
@@ -2395,7 +2392,6 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
             if ((st = DRV_CALL(&gp->d, err, cuEventCreate, &s->pev[s->npev], CU_EVENT_DEFAULT)))
                 return st;
     }
-    const int slot = s->sl_next;
     if (p->tk_l >= 0) { /* the candidates straight into this slot's pinned memory */
         struct launch *tl = &p->l[p->tk_l];
         tl->v[tl->nargs - 1].p = (CUdeviceptr)(uintptr_t)(q->h_top + 1);
@@ -2437,7 +2433,7 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
     s->out_len = on->nbytes;
     s->out_valid = false;
     if ((st = DRV_CALL(&gp->d, err, cuEventRecord, q->ev1, s->st)) ||
-        (st = top ? (skip & 4 || p->tk_l >= 0 ? BRASA_OK
+        (st = top ? (p->tk_l >= 0 ? BRASA_OK
                              : DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, q->h_top + 1,
                                         s->d_top + 4, 2 * TK_MAX * sizeof(int32_t), s->st))
                   : DRV_CALL(&gp->d, err, cuMemcpyDtoHAsync, s->out, s->out_dev, s->out_len,
@@ -2447,7 +2443,7 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
     q->top = top;
     q->graph = graph;
     q->p = p;
-    s->sl_next = (s->sl_next + 1) % GPU_SLOTS;
+    s->sl_next = (slot + 1) % GPU_SLOTS;
     s->nfly++;
     return BRASA_OK;
 }

@@ -588,7 +588,7 @@ brasa_status brasa_session_eval(struct brasa_session *s, const int32_t *ids, int
         s->logits_ok = false;
         /* one GPU, the last row alone: it stays in the run's pinned host copy until
          * brasa_session_logits asks for it (no second copy of a row nobody reads) */
-        if (top == 0 && !(s->gpu && !logits_all)) {
+        if (top == 0 && (logits_all || !s->gpu)) {
             float *all = logits_all ? logits_all + (size_t)done * n_vocab : NULL;
             if ((st = batch_rows(s, g, all, err)) != BRASA_OK)
                 return st;
