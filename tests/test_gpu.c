@@ -532,6 +532,10 @@ TEST(decode_rope_in_products)
     static const char *const env[] = {"BRASA_GPU_ROPE_FUSE", "0", NULL};
     decode_pair("Q4_K_M", env, 1e-4, "RoPE in the products and its own launch");
     decode_pair("Q8_0", env, 1e-4, "RoPE in the products and its own launch");
+    /* steps at positions 250 to 265: the products' table of angles, filled a chunk of 256
+     * positions at a time, has its second chunk filled while they run */
+    decode_pair_ctx("Q4_K_M", env, 1e-4, "RoPE in the products and its own launch, positions "
+                    "250-265", 512, 250);
     /* and the plans: no rope launch in decode where the products rotate (qwen3 keeps one a
      * layer: its head norms come between), one a layer with BRASA_GPU_ROPE_FUSE=0 and in
      * the prompt */

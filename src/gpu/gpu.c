@@ -157,7 +157,7 @@ struct plan {
     int tk_l;                /* l[tk_l]: the top-k launch, which writes the candidates into
                               * the run slot's pinned memory itself (-1: they are copied) */
     /* decode products that rotate q and k (mvd.cu RP) read cos and sin for the position from
-     * the table after it in d_io, which run fills for rope_half pairs (0: none) */
+     * the session's table of every position (d_cst), rope_half pairs a position (0: none) */
     int rope_half;
     float rope_ts;           /* the angles' ratio from one pair to the next */
 };
@@ -200,7 +200,8 @@ static bool env_is(const char *name, const char *v);
 static int env_int(const char *name, int def);
 
 #define MAX_PLANS 4
-#define ROPE_CS_MAX 256 /* floats of d_io's RoPE table: [pair][cos, sin], heads up to 256 */
+#define ROPE_CS_MAX 256 /* floats of a position's RoPE table: [pair][cos, sin], heads up to 256 */
+#define CST_CHUNK 256   /* positions of the RoPE table the host fills at once (cst_fill) */
 /* mmt.cu split along k: at most this many partial tiles (blocks) a launch, each of at most
  * MMT_TILE_FLOATS floats (128 x 128 F16 tiles: 64 values for each of 256 threads) */
 #define MMT_SPLIT_TILES 256
@@ -221,7 +222,7 @@ struct gpu_sess {
      * a decode step can be launched before the host has read the one before it */
     struct gslot {
         CUevent ev0, ev1, ev2; /* before the kernels, after them, after the copy to the host */
-        int32_t *h_io;         /* pinned staging of d_io (tok_cap + 1 + ROPE_CS_MAX words) */
+        int32_t *h_io;         /* pinned staging of d_io (1 + tok_cap words) */
         int32_t *h_top;        /* pinned copy of d_top */
         int top;               /* the candidates the run sends (0: the whole output) */
         bool graph;            /* it replayed the decode graph */
@@ -236,10 +237,18 @@ struct gpu_sess {
     CUdeviceptr ws;         /* workspace: arena + quantized activations + attention partials */
     size_t ws_cap;
     unsigned ws_gen;
-    CUdeviceptr d_io;        /* [1 + ROPE_CS_MAX + tok_cap] 4-byte words: the position, the
-                              * decode RoPE's table of cos and sin (plan.rope_half), the
-                              * batch's tokens */
-    CUdeviceptr d_pos, d_cs, d_tok; /* into d_io */
+    CUdeviceptr d_io;        /* [1 + tok_cap] 4-byte words: the position, the batch's tokens */
+    CUdeviceptr d_pos, d_tok; /* into d_io */
+    /* the decode RoPE's table (plan.rope_half): [cst_np positions][cst_half pairs][cos, sin],
+     * filled a chunk of CST_CHUNK positions at a time as steps reach them (cst_ok), from the
+     * pinned staging h_cst (its last copy ends at ev_cst) */
+    CUdeviceptr d_cst;
+    int cst_np, cst_half;
+    float cst_ts;
+    unsigned char *cst_ok;
+    float *h_cst;
+    CUevent ev_cst;
+    bool cst_used;
     CUdeviceptr d_cnt;       /* [MMT_SPLIT_TILES + ATTN_CNT] int32, zero between launches: mmt's
                               * counts, then decode attention's */
     int tok_cap;
@@ -276,9 +285,6 @@ struct gpu_sess {
                               * XC): 1 those gpu_mvd_xc names, 0 none, 2 every one, 3
                               * those and every other of rows up to 8192
                               * (BRASA_GPU_MVD_XC) */
-    int skipcp;              /* (measurement, wrong results: BRASA_GPU_SKIPCP=1) a decode step
-                              * queued on the device's pick leaves out its inputs' copy (what
-                              * the candidates' copy cost: BRASA_GPU_TOPK_HOST=0) */
     int top_dev;             /* the top-k count d_top holds (-1: not known) */
     bool tk_host;            /* the top-k kernel writes the candidates into the run slot's
                               * pinned memory (BRASA_GPU_TOPK_HOST=0: a copy after it, as
@@ -804,7 +810,6 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
         s->wmin = 0;
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
-    s->skipcp = env_int("BRASA_GPU_SKIPCP", 0);
     s->top_dev = -1;
     /* (pinned memory is the device's to write at the host's address: unified addressing) */
     s->tk_host = !drv_is_hip(&g->d) && !env_is("BRASA_GPU_TOPK_HOST", "0");
@@ -883,6 +888,12 @@ void gpu_sess_free(struct gpu_sess *s)
         gmem_free(&g->mem, s->states[i].dev);
     gmem_free(&g->mem, s->ws);
     gmem_free(&g->mem, s->d_io);
+    gmem_free(&g->mem, s->d_cst);
+    free(s->cst_ok);
+    if (s->h_cst)
+        g->d.cuMemFreeHost(s->h_cst);
+    if (s->ev_cst)
+        g->d.cuEventDestroy(s->ev_cst);
     gmem_free(&g->mem, s->d_cnt);
     gmem_free(&g->mem, s->d_top);
     gmem_free(&g->mem, s->d_tkp);
@@ -1002,6 +1013,7 @@ struct pb {
     bool *skip;
     int q_src, q_mode; /* what the activation scratch holds now */
     bool recurrent;    /* the graph carries a recurrent state (DeltaNet layers) */
+    int n_ctx;         /* positions (0: not known) */
     struct brasa_err *err;
 };
 
@@ -1365,7 +1377,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, early);
         for (int j = 0; j < 3; j++)
             ap(l, cache[j]);
-        ap(l, rq >= 0 ? b->s->d_cs : 0);
+        ap(l, rq >= 0 ? b->s->d_cst : 0);
         ai(l, nrope);
         ai(l, rmode);
         ai(l, hd);
@@ -1785,7 +1797,7 @@ static void rope_into_products(struct pb *b, int i)
     int q = n->in[0], k = g->nodes[kr].in[0], v = g->nodes[vst].in[0];
     int hd = n->p.i[0], half = hd / 2;
     float ts = graph_rope_ratio(n);
-    if (!b->s->rope_fuse || !b->s->mvd || b->s->force_nr || n->ne[1] != 1 ||
+    if (!b->s->rope_fuse || !b->s->mvd || b->s->force_nr || n->ne[1] != 1 || b->n_ctx <= 0 ||
         n->p.i[1] != hd || hd % 2 || (n->p.i[2] != ROPE_NORM && n->p.i[2] != ROPE_NEOX) ||
         half > ROPE_CS_MAX / 2 ||
         (b->p->rope_half && (b->p->rope_half != half || b->p->rope_ts != ts)))
@@ -2012,6 +2024,70 @@ int gpu_sess_launches(struct gpu_sess *s, const struct graph *g, const char *kna
     return n;
 }
 
+static brasa_status wait_event(struct gpu_sess *s, CUevent ev, const char *what,
+                               struct brasa_err *err);
+
+/* The decode RoPE's table (gpu_sess.d_cst) for positions below n_ctx, half pairs a position,
+ * the angles' ratio ts; the plans made before a new one are made again (they hold its
+ * address). */
+static brasa_status cst_alloc(struct gpu_sess *s, int half, float ts, int n_ctx,
+                              struct brasa_err *err)
+{
+    struct gpu *g = s->g;
+    if (s->d_cst && s->cst_half == half && s->cst_ts == ts && s->cst_np >= n_ctx)
+        return BRASA_OK;
+    if (n_ctx <= 0 || half <= 0 || half > ROPE_CS_MAX / 2)
+        return brasa_fail(err, BRASA_EINVAL, "a RoPE table of %d positions, %d pairs", n_ctx,
+                          half);
+    CK(cuStreamSynchronize, s->st); /* (runs in flight read the old one) */
+    gmem_free(&g->mem, s->d_cst);
+    s->d_cst = 0;
+    free(s->cst_ok);
+    s->cst_ok = NULL;
+    s->cst_np = 0;
+    if (!s->h_cst)
+        CK(cuMemAllocHost, (void **)&s->h_cst, (size_t)CST_CHUNK * ROPE_CS_MAX * 4);
+    if (!s->ev_cst)
+        CK(cuEventCreate, &s->ev_cst, CU_EVENT_DISABLE_TIMING);
+    brasa_status st = gmem_alloc(&g->mem, &s->d_cst, (size_t)n_ctx * 2 * (size_t)half * 4,
+                                 "RoPE table", "session", err);
+    if (st != BRASA_OK)
+        return st;
+    if (!(s->cst_ok = calloc((size_t)(n_ctx + CST_CHUNK - 1) / CST_CHUNK, 1)))
+        return brasa_fail(err, BRASA_ENOMEM, "out of memory");
+    s->cst_np = n_ctx;
+    s->cst_half = half;
+    s->cst_ts = ts;
+    s->ws_gen++;
+    return BRASA_OK;
+}
+
+/* The RoPE table's rows for the chunk of positions that holds pos, if not there yet: the
+ * angles as the CPU's rope makes them (graph_rope_table), queued on the session's stream. */
+static brasa_status cst_fill(struct gpu_sess *s, long pos, struct brasa_err *err)
+{
+    struct gpu *g = s->g;
+    if (!s->d_cst || pos < 0 || pos >= s->cst_np)
+        return brasa_fail(err, BRASA_EINVAL, "position %ld outside the RoPE table (%d positions)",
+                          pos, s->cst_np);
+    const long c = pos / CST_CHUNK, w = 2L * s->cst_half;
+    if (s->cst_ok[c])
+        return BRASA_OK;
+    brasa_status st;
+    if (s->cst_used && /* (the copy before read the staging) */
+        (st = wait_event(s, s->ev_cst, "the RoPE table's copy", err)))
+        return st;
+    const long n = s->cst_np - c * CST_CHUNK < CST_CHUNK ? s->cst_np - c * CST_CHUNK : CST_CHUNK;
+    for (long i = 0; i < n; i++)
+        graph_rope_table(c * CST_CHUNK + i, s->cst_half, s->cst_ts, s->h_cst + i * w);
+    CK(cuMemcpyHtoDAsync, s->d_cst + (CUdeviceptr)(c * CST_CHUNK * w * 4), s->h_cst,
+       (size_t)(n * w * 4), s->st);
+    CK(cuEventRecord, s->ev_cst, s->st);
+    s->cst_used = true;
+    s->cst_ok[c] = 1;
+    return BRASA_OK;
+}
+
 brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_ctx,
                               struct brasa_err *err)
 {
@@ -2050,15 +2126,14 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
         s->d_io = 0;
         s->h_io = NULL;
         s->tok_cap = 0;
-        size_t nb = (size_t)(g->n_tok + 1 + ROPE_CS_MAX) * 4;
+        size_t nb = (size_t)(g->n_tok + 1) * 4;
         if ((st = gmem_alloc(&gp->mem, &s->d_io, nb, "position and tokens", "session", err)) ||
             (st = DRV_CALL(&gp->d, err, cuMemAllocHost, (void **)&s->h_io, GPU_SLOTS * nb)))
             return st;
         for (int i = 0; i < GPU_SLOTS; i++)
             s->sl[i].h_io = s->h_io + i * (nb / 4);
         s->d_pos = s->d_io;
-        s->d_cs = s->d_io + 4;
-        s->d_tok = s->d_io + 4 * (1 + ROPE_CS_MAX);
+        s->d_tok = s->d_io + 4;
         s->tok_cap = g->n_tok;
         s->ws_gen++; /* plans hold the token buffer's address */
     }
@@ -2082,7 +2157,7 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o_xq, .xd = s->ws + o_xd,
                    .xs = s->ws + o_xs, .xf = s->ws + o_xf, .xh = s->ws + o_xh, .part = s->ws + o_part,
                    .mpart = s->ws + o_mpart, .q_src = -1, .q_mode = -1,
-                   .err = err};
+                   .n_ctx = n_ctx, .err = err};
     for (int i = 0; i < g->n; i++)
         b.recurrent |= g->nodes[i].op == GOP_DELTANET;
     b.nuse = calloc((size_t)g->n, sizeof(int));
@@ -2103,6 +2178,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
             b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = b.ropeqk[i] =
                 b.ropev[i] = b.rfuse[i] = -1;
         fuse(&b);
+        if (p->rope_half)
+            st = cst_alloc(s, p->rope_half, p->rope_ts, n_ctx, err);
         for (int i = 0; i < g->n && st == BRASA_OK; i++) {
             const struct graph_node *n = &g->nodes[i];
             if (n->op == GOP_INPUT || n->op == GOP_WEIGHT || n->op == GOP_STATE || b.skip[i])
@@ -2363,16 +2440,17 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
             return st;
     const int slot = s->sl_next;
     struct gslot *q = &s->sl[slot];
+    if (p->rope_half && (st = cst_fill(s, r->pos0, err)))
+        return st;
+    /* the inputs: the position, and the tokens (-1: get_rows takes the previous run's first
+     * candidate) */
     q->h_io[0] = r->pos0;
-    if (p->rope_half) /* the angles as the CPU's rope makes them */
-        graph_rope_table(r->pos0, p->rope_half, p->rope_ts, (float *)(q->h_io + 1));
     if (r->tokens)
-        memcpy(q->h_io + 1 + ROPE_CS_MAX, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
+        memcpy(q->h_io + 1, r->tokens, (size_t)g->n_tok * sizeof(int32_t));
     else
-        q->h_io[1 + ROPE_CS_MAX] = -1; /* (get_rows: the previous run's first candidate) */
-    if (!(s->skipcp && !r->tokens) &&
-        (st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, q->h_io,
-                       (size_t)(g->n_tok + 1 + ROPE_CS_MAX) * sizeof(int32_t), s->st)))
+        q->h_io[1] = -1;
+    if ((st = DRV_CALL(&gp->d, err, cuMemcpyHtoDAsync, s->d_io, q->h_io,
+                       (size_t)(g->n_tok + 1) * sizeof(int32_t), s->st)))
         return st;
     if (p->top && top != s->top_dev) { /* (it stays there for the runs after) */
         q->h_top[0] = top;

@@ -667,8 +667,9 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
 #else
 #if RP
     // the group's weight (0, 1, 2: q, k, v); for a rotated weight the pair's cos and sin (the
-    // host's table for the position), and the position: read before the wait, as they were
-    // written before the step began (only these three stay live through the products' loop)
+    // host's table of every position, hd floats a position), and the position: read before the
+    // wait, as they were written before the step began (only these three stay live through
+    // the products' loop)
     const int wi = row < r0 ? 0 : row < r0 + r1 ? 1 : 2;
 #endif
     wpick pk = pick_weight(row, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
@@ -677,12 +678,12 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     float rc = 1.0f, rs = 0.0f;
     int cpos = 0;
     if (pk.active && lane < NOUT) {
-        if (wi < nrope) {
-            const int p = (row % hd + lane) >> 1;
-            rc = cs[2 * p];
-            rs = cs[2 * p + 1];
-        }
         cpos = pos[0];
+        if (wi < nrope) {
+            const float *c = cs + (i64)cpos * hd + ((row % hd + lane) & ~1);
+            rc = c[0];
+            rs = c[1];
+        }
     }
 #else
     const int hh = 0;
