@@ -966,7 +966,7 @@ brasa_status gpu_sess_reset(struct gpu_sess *s, struct brasa_err *err)
 
 uint64_t gpu_sess_bytes(const struct gpu_sess *s)
 {
-    uint64_t b = s->ws_cap;
+    uint64_t b = s->ws_cap + (uint64_t)s->cst_np * 2 * (uint64_t)s->cst_half * 4;
     for (int i = 0; i < s->ns; i++)
         b += s->states[i].bytes;
     return b;
