@@ -241,14 +241,14 @@ struct gpu_sess {
     CUdeviceptr d_pos, d_tok; /* into d_io */
     /* the decode RoPE's table (plan.rope_half): [cst_np positions][cst_half pairs][cos, sin],
      * filled a chunk of CST_CHUNK positions at a time as steps reach them (cst_ok), from the
-     * pinned staging h_cst (its last copy ends at ev_cst) */
+     * pinned staging h_cst (its last copy ends at ev_cst; before the first, the event, never
+     * recorded, reads as done) */
     CUdeviceptr d_cst;
     int cst_np, cst_half;
     float cst_ts;
     unsigned char *cst_ok;
     float *h_cst;
     CUevent ev_cst;
-    bool cst_used;
     CUdeviceptr d_cnt;       /* [MMT_SPLIT_TILES + ATTN_CNT] int32, zero between launches: mmt's
                               * counts, then decode attention's */
     int tok_cap;
@@ -2073,9 +2073,9 @@ static brasa_status cst_fill(struct gpu_sess *s, long pos, struct brasa_err *err
     const long c = pos / CST_CHUNK, w = 2L * s->cst_half;
     if (s->cst_ok[c])
         return BRASA_OK;
-    brasa_status st;
-    if (s->cst_used && /* (the copy before read the staging) */
-        (st = wait_event(s, s->ev_cst, "the RoPE table's copy", err)))
+    /* (the copy before read the staging) */
+    brasa_status st = wait_event(s, s->ev_cst, "the RoPE table's copy", err);
+    if (st != BRASA_OK)
         return st;
     const long n = s->cst_np - c * CST_CHUNK < CST_CHUNK ? s->cst_np - c * CST_CHUNK : CST_CHUNK;
     for (long i = 0; i < n; i++)
@@ -2083,7 +2083,6 @@ static brasa_status cst_fill(struct gpu_sess *s, long pos, struct brasa_err *err
     CK(cuMemcpyHtoDAsync, s->d_cst + (CUdeviceptr)(c * CST_CHUNK * w * 4), s->h_cst,
        (size_t)(n * w * 4), s->st);
     CK(cuEventRecord, s->ev_cst, s->st);
-    s->cst_used = true;
     s->cst_ok[c] = 1;
     return BRASA_OK;
 }
