@@ -118,6 +118,14 @@ struct gpu {
     struct wmap *w;
     int nw, capw;
     uint64_t weight_bytes;
+    /* weight uploads: two pinned staging buffers of UP_CHUNK bytes, each free again once its
+     * event has passed (allocated for a session's plan while it uploads, freed after it);
+     * time spent uploading and, of it, packing (--verbose) */
+    void *h_up[2];
+    CUevent ev_up[2];
+    int up_next;
+    bool up_queued;
+    double up_s, pack_s;
     int n_sm, smem_optin;
     int sm_smem, sm_regs, sm_threads; /* per SM (0: not reported; see blocks_per_sm) */
     char name[128];
@@ -435,13 +443,21 @@ void gpu_close(struct gpu *g)
         g->d.cuCtxSetCurrent(g->ctx);
         if (g->o.verbose) {
             fprintf(stderr, "brasa: kernels: %d compiled in %.3f s, %d from the cache, modules "
-                    "loaded in %.3f s; weights %.1f MiB\n", g->jit.n_compiled, g->jit.compile_s,
-                    g->jit.n_cached, g->jit.load_s, (double)g->weight_bytes / 1048576.0);
+                    "loaded in %.3f s; weights %.1f MiB uploaded in %.3f s (%.3f s of it "
+                    "packing on the CPUs)\n", g->jit.n_compiled, g->jit.compile_s,
+                    g->jit.n_cached, g->jit.load_s, (double)g->weight_bytes / 1048576.0, g->up_s,
+                    g->pack_s);
             gmem_report(&g->mem, stderr);
         }
         for (int i = 0; i < g->nw; i++)
             gmem_free(&g->mem, g->w[i].dev);
         gmem_free(&g->mem, g->tl);
+        for (int i = 0; i < 2; i++) {
+            if (g->h_up[i])
+                g->d.cuMemFreeHost(g->h_up[i]);
+            if (g->ev_up[i])
+                g->d.cuEventDestroy(g->ev_up[i]);
+        }
         for (int i = 0; i < g->n_mv; i++)
             g->d.cuModuleUnload(g->mv[i].mod);
         if (g->m_ops)
@@ -708,30 +724,92 @@ static brasa_status get_fa(struct gpu *g, int hd, CUfunction *fn, struct brasa_e
     return BRASA_OK;
 }
 
-/* Copies a weight to the device, quantized types in the planar layout (gpu/layout.h), a
- * chunk of blocks at a time. */
-static brasa_status upload_weight(struct gpu *g, uint32_t type, CUdeviceptr p, const void *host,
-                                  size_t bytes, struct brasa_err *err)
+#define UP_CHUNK ((size_t)32 << 20)
+
+static brasa_status wait_event(struct gpu_sess *s, CUevent ev, const char *what,
+                               struct brasa_err *err);
+
+/* The upload staging (gpu.h_up), allocated when first needed; false where it cannot be (the
+ * weights are then copied from pageable memory, one chunk at a time). */
+static bool up_staging(struct gpu *g)
 {
+    for (int i = 0; i < 2; i++) {
+        if (!g->h_up[i] && g->d.cuMemAllocHost(&g->h_up[i], UP_CHUNK) != 0)
+            g->h_up[i] = NULL;
+        if (g->h_up[i] && !g->ev_up[i] &&
+            g->d.cuEventCreate(&g->ev_up[i], CU_EVENT_DISABLE_TIMING) != 0)
+            g->ev_up[i] = NULL;
+        if (!g->h_up[i] || !g->ev_up[i])
+            return false;
+    }
+    return true;
+}
+
+/* Waits for the uploads queued on the session's stream and frees the staging (the end of a
+ * plan; its weights are then on the device). */
+static brasa_status up_finish(struct gpu_sess *s, struct brasa_err *err)
+{
+    struct gpu *g = s->g;
+    brasa_status st = BRASA_OK;
+    if (g->up_queued) {
+        double t0 = plat_now();
+        st = DRV_CALL(&g->d, err, cuStreamSynchronize, s->st);
+        g->up_s += plat_now() - t0;
+        g->up_queued = false;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (g->h_up[i])
+            g->d.cuMemFreeHost(g->h_up[i]);
+        g->h_up[i] = NULL;
+    }
+    return st;
+}
+
+/* Copies a weight to the device, quantized types in the planar layout (gpu/layout.h), a
+ * chunk of blocks at a time: packed on every CPU into one of two pinned buffers while the
+ * other's chunk is copied (queued on the session's stream, ahead of any launch that reads
+ * the weight; up_finish waits for them), or without the staging through pageable memory, one
+ * chunk at a time (BRASA_GPU_UPLOAD=0: a measurement). */
+static brasa_status upload_weight(struct gpu_sess *s, uint32_t type, CUdeviceptr p,
+                                  const void *host, size_t bytes, struct brasa_err *err)
+{
+    struct gpu *g = s->g;
     struct layout_field f[LAYOUT_MAX_FIELDS];
     size_t bb = 0;
     int nf = layout_fields(type, f, &bb);
     if (nf == 0)
         return DRV_CALL(&g->d, err, cuMemcpyHtoD, p, host, bytes);
-    size_t nblk = bytes / bb, chunk = ((size_t)32 << 20) / bb;
+    size_t nblk = bytes / bb, chunk = UP_CHUNK / bb;
     if (chunk > nblk)
         chunk = nblk;
-    uint8_t *tmp = malloc(chunk * bb);
-    if (!tmp)
+    const bool staged = !env_is("BRASA_GPU_UPLOAD", "0") && up_staging(g);
+    uint8_t *tmp = staged ? NULL : malloc(chunk * bb);
+    if (!staged && !tmp)
         return brasa_fail(err, BRASA_ENOMEM, "out of memory");
     brasa_status st = BRASA_OK;
     for (size_t b0 = 0; b0 < nblk && st == BRASA_OK; b0 += chunk) {
         size_t cb = nblk - b0 < chunk ? nblk - b0 : chunk, roff = 0;
-        layout_pack_threads(type, (const uint8_t *)host + b0 * bb, cb, tmp, plat_ncpu());
+        uint8_t *buf = tmp;
+        const int k = g->up_next;
+        if (staged) { /* (the copy before from this buffer read it) */
+            if ((st = wait_event(s, g->ev_up[k], "a weight upload", err)) != BRASA_OK)
+                break;
+            buf = g->h_up[k];
+            g->up_next ^= 1;
+        }
+        double t0 = plat_now();
+        layout_pack_threads(type, (const uint8_t *)host + b0 * bb, cb, buf, plat_ncpu());
+        g->pack_s += plat_now() - t0;
         for (int j = 0; j < nf && st == BRASA_OK; j++) {
-            st = DRV_CALL(&g->d, err, cuMemcpyHtoD, p + roff * nblk + b0 * f[j].size,
-                          tmp + roff * cb, cb * f[j].size);
+            const CUdeviceptr d = p + roff * nblk + b0 * f[j].size;
+            st = staged ? DRV_CALL(&g->d, err, cuMemcpyHtoDAsync, d, buf + roff * cb,
+                                   cb * f[j].size, s->st)
+                        : DRV_CALL(&g->d, err, cuMemcpyHtoD, d, buf + roff * cb, cb * f[j].size);
             roff += f[j].size;
+        }
+        if (staged && st == BRASA_OK) {
+            st = DRV_CALL(&g->d, err, cuEventRecord, g->ev_up[k], s->st);
+            g->up_queued = true;
         }
     }
     free(tmp);
@@ -739,9 +817,10 @@ static brasa_status upload_weight(struct gpu *g, uint32_t type, CUdeviceptr p, c
 }
 
 /* Device copy of a weight (uploaded on first use; tied tensors share one copy). */
-static brasa_status weight_dev(struct gpu *g, const struct graph_node *n, CUdeviceptr *out,
+static brasa_status weight_dev(struct gpu_sess *s, const struct graph_node *n, CUdeviceptr *out,
                                struct brasa_err *err)
 {
+    struct gpu *g = s->g;
     for (int i = 0; i < g->nw; i++)
         if (g->w[i].host == n->data) {
             *out = g->w[i].dev;
@@ -764,10 +843,13 @@ static brasa_status weight_dev(struct gpu *g, const struct graph_node *n, CUdevi
     brasa_status st = gmem_alloc(&g->mem, &p, bytes, n->name, "weights", err);
     if (st != BRASA_OK)
         return st;
-    if ((st = upload_weight(g, n->type, p, n->data, bytes, err)) != BRASA_OK) {
+    double t0 = plat_now();
+    if ((st = upload_weight(s, n->type, p, n->data, bytes, err)) != BRASA_OK) {
+        g->d.cuStreamSynchronize(s->st); /* (copies into p may be in flight) */
         gmem_free(&g->mem, p);
         return brasa_wrap(err, st, "uploading %s", n->name);
     }
+    g->up_s += plat_now() - t0;
     g->w[g->nw++] = (struct wmap){n->data, p, bytes};
     g->weight_bytes += bytes;
     *out = p;
@@ -1056,7 +1138,7 @@ static brasa_status dev_of(struct pb *b, int i, CUdeviceptr *out)
 {
     const struct graph_node *n = &b->g->nodes[i];
     switch (n->op) {
-    case GOP_WEIGHT: return weight_dev(b->s->g, n, out, b->err);
+    case GOP_WEIGHT: return weight_dev(b->s, n, out, b->err);
     case GOP_STATE: return state_dev(b->s, n, out, b->err);
     case GOP_INPUT: *out = b->s->d_tok; return BRASA_OK;
     default:
@@ -2024,9 +2106,6 @@ int gpu_sess_launches(struct gpu_sess *s, const struct graph *g, const char *kna
     return n;
 }
 
-static brasa_status wait_event(struct gpu_sess *s, CUevent ev, const char *what,
-                               struct brasa_err *err);
-
 /* The decode RoPE's table (gpu_sess.d_cst) for positions below n_ctx, half pairs a position,
  * the angles' ratio ts; the plans made before a new one are made again (they hold its
  * address). */
@@ -2253,6 +2332,10 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     free(b.rfuse);
     free(b.glu);
     free(b.skip);
+    if (st == BRASA_OK)
+        st = up_finish(s, err);
+    else
+        up_finish(s, &(struct brasa_err){{0}});
     if (st == BRASA_OK)
         st = gp->d.cuStreamSynchronize(s->st) ? brasa_fail(err, BRASA_EDEVICE, "state init failed")
                                               : BRASA_OK;
