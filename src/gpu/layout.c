@@ -36,17 +36,23 @@ static void copy_fields(uint32_t t, uint8_t *file, uint8_t *planar, size_t b0, s
     struct layout_field f[LAYOUT_MAX_FIELDS];
     size_t bb = 0;
     int nf = layout_fields(t, f, &bb);
+    uint8_t *r[LAYOUT_MAX_FIELDS];
     size_t region = 0;
     for (int j = 0; j < nf; j++) {
-        uint8_t *r = planar + region * n_blocks;
-        for (size_t b = b0; b < b1; b++) {
-            uint8_t *fb = file + (b - b0) * bb + f[j].src, *pb = r + b * f[j].size;
-            if (to_planar)
-                memcpy(pb, fb, f[j].size);
-            else
-                memcpy(fb, pb, f[j].size);
-        }
+        r[j] = planar + region * n_blocks;
         region += f[j].size;
+    }
+    /* block by block, each block's fields to their regions: the file's bytes are read once
+     * (field by field, the upload packed 1.4-1.6x slower) */
+    for (size_t b = b0; b < b1; b++) {
+        uint8_t *fb = file + (b - b0) * bb;
+        for (int j = 0; j < nf; j++) {
+            uint8_t *pb = r[j] + b * f[j].size;
+            if (to_planar)
+                memcpy(pb, fb + f[j].src, f[j].size);
+            else
+                memcpy(fb + f[j].src, pb, f[j].size);
+        }
     }
 }
 
@@ -88,12 +94,10 @@ void layout_pack_threads(uint32_t t, const void *src, size_t n_blocks, void *dst
     for (int i = 0; i < nth; i++) {
         jobs[i] = (struct pack_job){t, src, n_blocks * (size_t)i / (size_t)nth,
                                     n_blocks * (size_t)(i + 1) / (size_t)nth, n_blocks, dst};
-        /* the first range runs here; a thread that cannot start leaves its range to us */
-        if (i > 0)
-            started[i] = pthread_create(&th[i], NULL, pack_worker, &jobs[i]) == 0;
+        /* a thread that cannot start leaves its range to us */
+        started[i] = nth > 1 && pthread_create(&th[i], NULL, pack_worker, &jobs[i]) == 0;
     }
-    pack_worker(&jobs[0]);
-    for (int i = 1; i < nth; i++) {
+    for (int i = 0; i < nth; i++) {
         if (started[i])
             pthread_join(th[i], NULL);
         else
