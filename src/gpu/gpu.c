@@ -361,6 +361,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     if ((e = getenv("BRASA_VERBOSE")) && *e && strcmp(e, "0") != 0)
         g->o.verbose = true;
     pthread_mutex_init(&g->mu, NULL);
+    const double t_open = plat_now();
     brasa_status st = drv_open(&g->d, NULL, err); /* $BRASA_GPU: cuda, hip or auto */
     if (st != BRASA_OK) {
         free(g);
@@ -428,9 +429,9 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
         return st;
     }
     if (g->o.verbose)
-        fprintf(stderr, "brasa: GPU %s (sm_%d, %d SMs, driver %d), kernel cache %s\n", g->name,
-                g->jit.arch, g->n_sm, g->jit.driver_ver,
-                g->jit.cache_dir[0] ? g->jit.cache_dir : "off");
+        fprintf(stderr, "brasa: GPU %s (sm_%d, %d SMs, driver %d), kernel cache %s; opened "
+                "in %.3f s\n", g->name, g->jit.arch, g->n_sm, g->jit.driver_ver,
+                g->jit.cache_dir[0] ? g->jit.cache_dir : "off", plat_now() - t_open);
     *out = g;
     return BRASA_OK;
 }

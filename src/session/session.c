@@ -138,6 +138,7 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
                                   opts->gpu_ids[i], GPU_ORDINAL_MAX);
     if (opts->progress)
         opts->progress(opts->progress_ud, 0.0f);
+    const double t_load = plat_now();
     struct brasa_model *m = calloc(1, sizeof *m);
     if (!m)
         return brasa_fail(err, BRASA_ENOMEM, "out of memory");
@@ -200,8 +201,9 @@ brasa_status brasa_model_load(const char *path, const struct brasa_model_opts *o
         }
     }
     if (verbose)
-        fprintf(stderr, "brasa: %s: %s, %d layers, %d threads\n", path, m->m.arch->name,
-                m->m.hp.n_layer, nth);
+        fprintf(stderr, "brasa: %s: %s, %d layers, %d threads; opened in %.3f s%s\n", path,
+                m->m.arch->name, m->m.hp.n_layer, nth, plat_now() - t_load,
+                m->gpu ? " (the weights go to the GPU with its first plan)" : "");
     if (opts->progress)
         opts->progress(opts->progress_ud, 1.0f);
     *out = m;
