@@ -16,6 +16,7 @@ static struct {
     int (*getattr)(int *, int, int);
     const char *(*errstr)(int);
     int (*devsync)(void);
+    int (*hostmalloc)(void **, size_t, unsigned);
 } hip;
 
 /* CUDA device attribute -> hipDeviceAttribute_t (HIP's enum, stable since ROCm 5.0). */
@@ -50,6 +51,9 @@ static CUresult w_errstr(CUresult r, const char **s)
 }
 
 static CUresult w_ctxsync(void) { return hip.devsync(); }
+
+/* Pinned host memory (hipHostMalloc's default flags: as cuMemAllocHost's) */
+static CUresult w_hostalloc(void **p, size_t n) { return hip.hostmalloc(p, n, 0); }
 
 /* Dynamic shared memory needs no opt-in on AMD (up to the LDS size): accept and ignore. */
 static CUresult w_funcsetattr(CUfunction f, int attr, int value)
@@ -156,6 +160,7 @@ static brasa_status load_hip_syms(struct drv *d, void *h, const char *ln, struct
         (st = H(cuMemAlloc, "hipMalloc")) || (st = H(cuMemFree, "hipFree")) ||
         (st = H(cuMemcpyHtoD, "hipMemcpyHtoD")) || (st = H(cuMemcpyDtoH, "hipMemcpyDtoH")) ||
         (st = H(cuMemcpyHtoDAsync, "hipMemcpyHtoDAsync")) ||
+        (st = H(cuMemFreeHost, "hipHostFree")) ||
         (st = H(cuMemcpyDtoHAsync, "hipMemcpyDtoHAsync")) ||
         (st = H(cuMemcpyDtoDAsync, "hipMemcpyDtoDAsync")) ||
         (st = H(cuMemsetD8Async, "hipMemsetD8Async")) ||
@@ -187,6 +192,10 @@ static brasa_status load_hip_syms(struct drv *d, void *h, const char *ln, struct
     if ((st = sym(h, &p, ln, "hipGetErrorString", NULL, err)) != BRASA_OK)
         return st;
     memcpy(&hip.errstr, &p, sizeof p);
+    if ((st = sym(h, &p, ln, "hipHostMalloc", NULL, err)) != BRASA_OK)
+        return st;
+    memcpy(&hip.hostmalloc, &p, sizeof p);
+    d->cuMemAllocHost = w_hostalloc;
     d->cuDeviceGetAttribute = w_getattr;
     d->cuGetErrorString = w_errstr;
     d->cuCtxSynchronize = w_ctxsync;

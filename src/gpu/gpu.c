@@ -735,6 +735,8 @@ static brasa_status wait_event(struct gpu_sess *s, CUevent ev, const char *what,
 static bool up_staging(struct gpu *g)
 {
     for (int i = 0; i < 2; i++) {
+        if (!g->d.cuMemAllocHost || !g->d.cuEventCreate)
+            return false;
         if (!g->h_up[i] && g->d.cuMemAllocHost(&g->h_up[i], UP_CHUNK) != 0)
             g->h_up[i] = NULL;
         if (g->h_up[i] && !g->ev_up[i] &&
