@@ -426,6 +426,18 @@ TEST(decode_conversion_in_product)
     decode_pair("Q8_0", env, 1e-5, "in-product and quant_act conversion");
 }
 
+/* Weights uploaded through the pinned staging (two buffers, copies queued on the session's
+ * stream) and through pageable memory one chunk at a time (BRASA_GPU_UPLOAD=0): the same bytes
+ * on the device, so the same logits bit for bit (Q4_K_M: Q4_K and Q6_K fields; Q8_0). */
+TEST(upload_staged_equals_pageable)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const env[] = {"BRASA_GPU_UPLOAD", "0", NULL};
+    decode_pair("Q4_K_M", env, 0, "staged and pageable upload");
+    decode_pair("Q8_0", env, 0, "staged and pageable upload");
+}
+
 /* Decode attention converting its rows for the K formats' o product (attn.cu's xq): in a
  * context of 512 positions (one pass, blocks of 256 / hd heads) and of 2048 (split along the
  * context: after a prompt of 5 tokens one split writes the row, after 1,100 three splits, the
@@ -926,6 +938,7 @@ TEST(generate_queued)
 }
 
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
+          T(upload_staged_equals_pageable),
           T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
           T(decode_rope_in_products),
           T(long_context_f16_cache), T(device_candidates), T(generate_queued),

@@ -125,6 +125,7 @@ struct gpu {
     CUevent ev_up[2];
     int up_next;
     bool up_queued;
+    bool up_pageable; /* BRASA_GPU_UPLOAD=0: no staging (a measurement) */
     double up_s, pack_s;
     int n_sm, smem_optin;
     int sm_smem, sm_regs, sm_threads; /* per SM (0: not reported; see blocks_per_sm) */
@@ -360,6 +361,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
         g->o.duty = atof(e);
     if ((e = getenv("BRASA_VERBOSE")) && *e && strcmp(e, "0") != 0)
         g->o.verbose = true;
+    g->up_pageable = env_is("BRASA_GPU_UPLOAD", "0");
     pthread_mutex_init(&g->mu, NULL);
     const double t_open = plat_now();
     brasa_status st = drv_open(&g->d, NULL, err); /* $BRASA_GPU: cuda, hip or auto */
@@ -785,7 +787,7 @@ static brasa_status upload_weight(struct gpu_sess *s, uint32_t type, CUdeviceptr
     size_t nblk = bytes / bb, chunk = UP_CHUNK / bb;
     if (chunk > nblk)
         chunk = nblk;
-    const bool staged = !env_is("BRASA_GPU_UPLOAD", "0") && up_staging(g);
+    const bool staged = !g->up_pageable && up_staging(g);
     uint8_t *tmp = staged ? NULL : malloc(chunk * bb);
     if (!staged && !tmp)
         return brasa_fail(err, BRASA_ENOMEM, "out of memory");
