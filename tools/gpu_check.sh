@@ -242,7 +242,7 @@ PY
       BRASA_VERBOSE=1 $B/brasa run -m "$f" -p "$(printf 'word %.0s' $(seq 16))" -n 1 --temp 0 \
         >"$out/run_$2_$3_$c.txt" 2>&1
       s1=$(date +%s%N)
-      note "$spec $c kernel cache: run (load + prompt + 1 token) $(( (s1 - s0) / 1000000 )) ms wall; $(grep -m1 'kernels:' "$out/run_$2_$3_$c.txt" | cut -c8-120); $(grep -m1 -iE 'prompt' "$out/run_$2_$3_$c.txt" | tr -s ' ' | cut -c1-80)"
+      note "$spec $c kernel cache: run (load + prompt + 1 token) $(( (s1 - s0) / 1000000 )) ms wall; $(grep -m1 'kernels:' "$out/run_$2_$3_$c.txt" | cut -c8-240); $(grep -m1 -iE 'prompt' "$out/run_$2_$3_$c.txt" | tr -s ' ' | cut -c1-80)"
     done
   done
 fi
