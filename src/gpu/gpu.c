@@ -207,6 +207,7 @@ static void kt_print(const char *title, const struct ktime *t, int n, long runs)
 }
 static bool env_is(const char *name, const char *v);
 static int env_int(const char *name, int def);
+static void up_free(struct gpu *g);
 
 #define MAX_PLANS 4
 #define ROPE_CS_MAX 256 /* floats of a position's RoPE table: [pair][cos, sin], heads up to 256 */
@@ -455,12 +456,10 @@ void gpu_close(struct gpu *g)
         for (int i = 0; i < g->nw; i++)
             gmem_free(&g->mem, g->w[i].dev);
         gmem_free(&g->mem, g->tl);
-        for (int i = 0; i < 2; i++) {
-            if (g->h_up[i])
-                g->d.cuMemFreeHost(g->h_up[i]);
+        up_free(g);
+        for (int i = 0; i < 2; i++)
             if (g->ev_up[i])
                 g->d.cuEventDestroy(g->ev_up[i]);
-        }
         for (int i = 0; i < g->n_mv; i++)
             g->d.cuModuleUnload(g->mv[i].mod);
         if (g->m_ops)
@@ -736,9 +735,9 @@ static brasa_status wait_event(struct gpu_sess *s, CUevent ev, const char *what,
  * weights are then copied from pageable memory, one chunk at a time). */
 static bool up_staging(struct gpu *g)
 {
+    if (!g->d.cuMemAllocHost || !g->d.cuEventCreate)
+        return false;
     for (int i = 0; i < 2; i++) {
-        if (!g->d.cuMemAllocHost || !g->d.cuEventCreate)
-            return false;
         if (!g->h_up[i] && g->d.cuMemAllocHost(&g->h_up[i], UP_CHUNK) != 0)
             g->h_up[i] = NULL;
         if (g->h_up[i] && !g->ev_up[i] &&
@@ -748,6 +747,16 @@ static bool up_staging(struct gpu *g)
             return false;
     }
     return true;
+}
+
+/* Frees the upload staging's buffers (its events stay for the next uploads). */
+static void up_free(struct gpu *g)
+{
+    for (int i = 0; i < 2; i++) {
+        if (g->h_up[i])
+            g->d.cuMemFreeHost(g->h_up[i]);
+        g->h_up[i] = NULL;
+    }
 }
 
 /* Waits for the uploads queued on the session's stream and frees the staging (the end of a
@@ -762,11 +771,7 @@ static brasa_status up_finish(struct gpu_sess *s, struct brasa_err *err)
         g->up_s += plat_now() - t0;
         g->up_queued = false;
     }
-    for (int i = 0; i < 2; i++) {
-        if (g->h_up[i])
-            g->d.cuMemFreeHost(g->h_up[i]);
-        g->h_up[i] = NULL;
-    }
+    up_free(g);
     return st;
 }
 
