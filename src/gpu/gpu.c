@@ -609,6 +609,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         int ef = env_int("BRASA_GPU_MVD_EF", -1); /* (measurement: the weights' loads) */
         if (dec == 1 && ef >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"EF", ef};
+        if (dec == 1 && env_is("BRASA_GPU_MVD_NE", "1") && v[k].n_defs < GV_MAX_DEFS)
+            v[k].defs[v[k].n_defs++] = (struct jit_def){"NE", 1}; /* (measurement) */
         int ip = env_int("BRASA_GPU_MVD_IP", -1); /* (measurement: pointers stepped a round) */
         if (dec == 1 && ip >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"IP", ip};

@@ -95,6 +95,9 @@
 #ifndef QO
 #define QO 0
 #endif
+#ifndef NE
+#define NE 0 // (1: a measurement, see rows_dot)
+#endif
 #ifndef QN
 #define QN 0
 #endif

@@ -548,7 +548,8 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
 __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int row, int last,
                                          int k, int sl, const void *xa, const float *xd,
                                          float *acc, bool active, bool first,
-                                         const float *xin, const float *nw, float eps, int hh)
+                                         const float *xin, const float *nw, float eps, int hh,
+                                         const float *nsl, int nns, float &sv)
 {
     const int P = k / PE, n = active ? (P - sl + GL - 1) / GL : 0; // this lane's pieces
     const int m = sl % PPB;
@@ -587,6 +588,15 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
             pdl_wait();
             if (!RP || RL == 0)
                 pdl_launch();
+#if NE
+            if (nsl) { // (NE: the input's sums of squares asked for with the first activations)
+                sv = 0.0f;
+                for (int i = sl & 31; i < nns; i += 32)
+                    sv += nsl[i];
+            }
+#else
+            (void)nsl, (void)nns, (void)sv;
+#endif
 #if XC
             xconv(xin, nw, eps, k, (u8 *)xa);
             __syncthreads();
@@ -709,9 +719,10 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     (void)qnw;
 #endif
     i64 N = (i64)pk.rows * (QUANT ? k / BE : k);
+    float sv = -1.0f; // (nsl: the sums of squares this lane adds; NE: added in rows_dot)
     if (pk.active || (XC && first))
         rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, acc, pk.active, first, xin,
-                 nw, eps, hh);
+                 nw, eps, hh, nsl, nns, sv);
     if (first) {
         pdl_wait(); // (for lanes with no piece; returns at once for the others)
         if (!RP || RL == 0)
@@ -745,9 +756,11 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
         // the input is the int8 values of an RMSNorm's output over its 1 / RMS (converted by
         // the launch before, QO with QN): the sums take the 1 / RMS from its blocks' sums of
         // squares, added in one order whatever the launch
-        float sv = 0.0f;
-        for (int i = lane; i < nns; i += 32)
-            sv += nsl[i];
+        if (sv < 0.0f) { // (not added in rows_dot: without NE, or a lane with no piece)
+            sv = 0.0f;
+            for (int i = lane; i < nns; i += 32)
+                sv += nsl[i];
+        }
         const float inv = 1.0f / sqrtf(wave_sum<32>(sv) / (float)k + eps);
 #pragma unroll
         for (int j = 0; j < NR; j++)
