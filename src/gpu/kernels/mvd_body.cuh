@@ -793,72 +793,7 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
         return;
     }
 #endif
-#if QO
-    // the block's 32 output rows converted for the next product as quant_act's mode 0 would
-    // (d = amax / 127 in F32, q = round(x / d)) but in blocks of 32 rows, which the K formats'
-    // products take with a scale each (two a piece); QN: each output h times the next norm's
-    // weight, the block's sum of h^2 to qsl. Every warp of the block comes here; the host
-    // plans whole blocks (a single weight of a multiple of 32 rows).
-    {
-        __shared__ float qv[32];
-        const int rb = gb * 32;
-        float v = 0.0f, u = 0.0f;
-#pragma unroll
-        for (int j = 0; j < NOUT; j++)
-            if (lane == j) {
-                v = acc[j];
-#if GLU
-                u = acc[NOUT + j];
-#endif
-            }
-        const int r = row + lane;
-        const bool mine = lead && lane < NOUT;
-#if GLU
-        if (b0 && mine)
-            v += b0[r];
-        if (b1 && mine)
-            u += b1[r];
-        const float o = silu_f(v) * u;
-        (void)res, (void)rscale, (void)early;
-#else
-        (void)u;
-        if (pk.bias)
-            v += bpre;
-        const float o = res ? (early ? rpre : mine ? res[r] : 0.0f) + v * rscale : v;
-#endif
-        if (mine) {
-            pk.y[r] = o;
-            qv[r - rb] = o;
-        }
-        __syncthreads();
-        if (warp == 0) {
-            const float h = qv[lane];
-#if QN
-            const float t = h * wq;
-#else
-            const float t = h;
-#endif
-            const float am = warp_max(fabsf(t));
-            const float id = am != 0.0f ? 127.0f / am : 0.0f;
-            oq[rb + lane] = (i8)__float2int_rn(t * id);
-            if (lane == 0)
-                od[rb / 32] = am / 127.0f;
-#if QN
-            const float ss = wave_sum<32>(h * h);
-            if (lane == 0)
-                qsl[gb] = ss;
-#else
-            (void)qsl;
-#endif
-        }
-        return;
-    }
-#else
-    (void)oq, (void)od, (void)qsl, (void)lead;
-#endif
-    if (!pk.active || lane >= NOUT || row + lane >= pk.rows)
-        return;
-    // lane j < NOUT writes output row row + j (acc indexed with a constant: no local memory)
+    // lane j < NOUT holds output row row + j (acc indexed with a constant: no local memory)
     float v = 0.0f, u = 0.0f;
 #pragma unroll
     for (int j = 0; j < NOUT; j++)
@@ -868,19 +803,56 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
             u = acc[NOUT + j];
 #endif
         }
-    int r = row + lane;
+    const int r = row + lane;
+    const bool mine = lead && pk.active && lane < NOUT && r < pk.rows;
 #if GLU
-    if (b0)
+    if (b0 && mine)
         v += b0[r];
-    if (b1)
+    if (b1 && mine)
         u += b1[r];
-    pk.y[r] = silu_f(v) * u;
+    const float o = silu_f(v) * u;
     (void)res, (void)rscale, (void)early;
 #else
     (void)u;
     if (pk.bias)
         v += bpre;
-    pk.y[r] = res ? (early ? rpre : res[r]) + v * rscale : v;
+    const float o = res ? (early ? rpre : mine ? res[r] : 0.0f) + v * rscale : v;
+#endif
+    if (mine)
+        pk.y[r] = o;
+#if QO
+    // the block's 32 output rows converted for the next product as quant_act's mode 0 would
+    // (d = amax / 127 in F32, q = round(x / d)) but in blocks of 32 rows, which the K formats'
+    // products take with a scale each (two a piece); QN: each output h times the next norm's
+    // weight, the block's sum of h^2 to qsl. Every warp of the block comes here; the host
+    // plans whole blocks (a single weight of a multiple of 32 rows).
+    __shared__ float qv[32];
+    const int rb = gb * 32;
+    if (mine)
+        qv[r - rb] = o;
+    __syncthreads();
+    if (warp == 0) {
+        const float h = qv[lane];
+#if QN
+        const float t = h * wq;
+#else
+        const float t = h;
+#endif
+        const float am = warp_max(fabsf(t));
+        const float id = am != 0.0f ? 127.0f / am : 0.0f;
+        oq[rb + lane] = (i8)__float2int_rn(t * id);
+        if (lane == 0)
+            od[rb / 32] = am / 127.0f;
+#if QN
+        const float ss = wave_sum<32>(h * h);
+        if (lane == 0)
+            qsl[gb] = ss;
+#else
+        (void)qsl;
+#endif
+    }
+#else
+    (void)oq, (void)od, (void)qsl;
 #endif
 }
 
