@@ -1491,6 +1491,10 @@ static brasa_status plan_matmul(struct pb *b, int i)
         CUdeviceptr qnw = 0;
         if (qo && !glu && (st = dev_of(b, b->g->nodes[qnorm].in[1], &qnw)))
             return st;
+        if (qo && ((st = rng(b, b->xq2, (size_t)tot, "converted output", i)) ||
+                   (st = rng(b, b->xd2, (size_t)tot / 32 * 4, "its scales", i)) ||
+                   (st = rng(b, b->qsl, (size_t)tot / 32 * 4, "its sums of squares", i))))
+            return st;
         if (qo && (get_mv(g, 1, w->type, ks, glu, nr, xc, 0, 0, 1, &mv, b->err) != BRASA_OK ||
                    mv->nw / ks * nout != 32 || mv->local > 0))
             qo = 0;
