@@ -82,8 +82,9 @@ struct mv_kernel {
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
     int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
     uint32_t wtype2; /* mvd.cu: the third weight's type where it differs (QT2), else 0 */
-    int qo;          /* mvd.cu: blocks of 32 output rows convert them for the next product (QO;
-                      * with QN where not gate+up) */
+    int qo;          /* mvd.cu: 1 blocks of 32 output rows convert them for the next product
+                      * (QO; with QN where not gate+up), 2 a product that takes a K-format
+                      * activation with a scale per 32 values (X2, what QO writes), 0 neither */
     int regs, sshm;  /* registers a thread, static shared memory bytes a block */
     int local;       /* local (spilled) bytes a thread, where the last candidate was taken */
     CUmodule mod;
@@ -609,6 +610,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         int ef = env_int("BRASA_GPU_MVD_EF", -1); /* (measurement: the weights' loads) */
         if (dec == 1 && ef >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"EF", ef};
+        if (dec == 1 && qo == 2 && v[k].n_defs < GV_MAX_DEFS) /* (QO's: X2 there already) */
+            v[k].defs[v[k].n_defs++] = (struct jit_def){"X2", 1};
         if (dec == 1 && env_is("BRASA_GPU_MVD_NE", "1") && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"NE", 1}; /* (measurement) */
         int ip = env_int("BRASA_GPU_MVD_IP", -1); /* (measurement: pointers stepped a round) */
@@ -1498,8 +1501,10 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if (qo && (get_mv(g, 1, w->type, ks, glu, nr, xc, 0, 0, 1, &mv, b->err) != BRASA_OK ||
                    mv->nw / ks * nout != 32 || mv->local > 0))
             qo = 0;
-        if (!qo && (st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, 0, &mv, b->err)) !=
-                       BRASA_OK)
+        /* with QO on (out_q) every K-format product takes its activation's scales per 32 values
+         * (X2), whichever launch converted it */
+        if (!qo && (st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2,
+                                b->s->out_q && mode == 1 ? 2 : 0, &mv, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         /* the scratch's values are a norm's output over its 1 / RMS (QN): the sums of squares */
         const CUdeviceptr nsl = xc ? 0 : b->q_nsl;

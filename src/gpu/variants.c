@@ -177,6 +177,15 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, i
     return counted(out, 3);
 }
 
+/* The first of c candidates at v with X2 (mvd.cu) added: 1, or 0 where there were none. */
+static int x2_first(int c, struct gpu_variant *v)
+{
+    if (c < 1 || v->n_defs >= GV_MAX_DEFS)
+        return 0;
+    v->defs[v->n_defs++] = (struct jit_def){"X2", 1};
+    return 1;
+}
+
 int gpu_all_variants(struct gpu_variant *out, int cap)
 {
     int n = 0;
@@ -219,7 +228,20 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         for (int glu = 0; glu < 2; glu++)
             for (int ks = 1; ks <= 2 - glu; ks++)
                 n += gpu_mvd_qo_variants(t, glu, ks, kp, out + n, cap - n);
+        /* and the K formats' products that read QO's output (X2: the first candidate of each,
+         * the others differ only in their register budget) */
+        for (int glu = 0; glu < 2 && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K ||
+                                      t == GGML_TYPE_Q6_K); glu++)
+            for (int ks = 1; ks <= 4; ks *= 2)
+                for (int rp = 0; rp <= !glu; rp++)
+                    n += x2_first(gpu_mvd_variants(t, glu, 2, ks, 0, rp, kp, out + n, cap - n),
+                                  out + n);
     }
+    for (int ks = 1; ks <= 4; ks *= 2)
+        for (int rp = 0; rp < 2; rp++)
+            n += x2_first(gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n,
+                                               cap - n),
+                          out + n);
     for (int ks = 1; ks <= 4; ks *= 2) /* q/k and a v of another type (Q4_K_M files) */
         for (int rp = 0; rp < 2; rp++)
             n += gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n, cap - n);

@@ -44,8 +44,11 @@
 // pointers and the round's index, recomputed every round: the Q4_K gate+up loop 191 -> 180
 // instructions (SASS, sm_90), 1.5B Q4_K_M tg128 +5% on an H100, BENCHMARKS.md); QO (a block
 // of 32 output rows converts them for the K-format product after it, into oq and od, see
-// qo_out: gate+up's output, or with QN the output of a product with a residual times the next
-// RMSNorm's weights qnw, the block's sum of squares to qsl). Any launch reading such a
+// mv_block's epilogue: gate+up's output, or with QN the output of a product with a residual times the next
+// RMSNorm's weights qnw, the block's sum of squares to qsl; X2 on: see below); X2 (the K
+// formats' activation with a scale per 32 values, two a piece, as QO writes it; with QO on,
+// every K-format product of the session takes it, whichever launch converted its input; off,
+// the piece's one scale, as quant_act's blocks of 256 allow). Any launch reading such a
 // conversion (nsl set: nns sums of squares of the norm's input, eps the norm's) multiplies its
 // sums with the norm's 1 / RMS, from those sums.
 #include "common.cuh"
@@ -98,6 +101,9 @@
 #ifndef NE
 #define NE 0 // (1: a measurement, see rows_dot)
 #endif
+#ifndef X2
+#define X2 QO // the K formats' activation with a scale per 32 values, two a piece (QO's)
+#endif
 #ifndef QN
 #define QN 0
 #endif
@@ -119,7 +125,7 @@ namespace qt2 {
 #define QTX QT
 #include "mvd_body.cuh"
 #if QO && ((NR != 2 && NR != 4) || XC || RP || defined(QT2) || NW / KS * NOUT != 32 || \
-           (GLU && QN) || !QUANT)
+           (GLU && QN) || !QUANT || !X2)
 #error "QO: blocks of 32 output rows of a quantized weight (gate+up, or with QN a residual's)"
 #endif
 // Grid: nblk = ceil(rows / NOUT / (NW / KS)) blocks; with XC fewer, each taking

@@ -246,10 +246,11 @@ struct act {
     int o2, o3;
 #endif
     float d;
-#if BE == 256
+#if BE == 256 && X2
     float d2; // the K formats: the scale of the piece's second half (its other block of 32)
 #endif
-    int s0, s1;     // the sums of the piece's two runs of 16 (K64: of 32)
+    int s0, s1, ss; // the sums of the piece's two runs of 16 (K64: of 32); ss: both, as 16-bit
+                    // halves
     int o0, o1;     // Q4_0, Q6_K: minus the weights' offset times the runs' sums (o1: Q6_K)
 #endif
 };
@@ -317,12 +318,14 @@ __device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
     a.a3 = *(const int4 *)(q + 48);
     a.s0 = sum16(a.a0, 1) + sum16(a.a1, 1);
     a.s1 = sum16(a.a2, 1) + sum16(a.a3, 1);
+    a.ss = pack16(a.s0, a.s1);
 #elif QTX == T_Q4_K || QTX == T_Q5_K
     a.a1 = *(const int4 *)(q + 32);
     // the runs' sums from the bytes in hand, not quant_act's xs: two dot chains for two loads
     // fewer a piece (tg128 +1-2%, BENCHMARKS.md)
     a.s0 = sum16(a.a0, 1);
     a.s1 = sum16(a.a1, 1);
+    a.ss = pack16(a.s0, a.s1);
 #elif Q664
     a.a2 = *(const int4 *)(q + 64);
     a.a3 = *(const int4 *)(q + 80);
@@ -336,7 +339,7 @@ __device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
     a.o1 = sum16(a.a1, -32);
 #endif
     a.d = x.d[PE * GL / 32 * i];
-#if BE == 256
+#if BE == 256 && X2
     // the second half's block of 32: Q4_K / Q5_K one on (their pieces take a 16 or 32 of
     // sub-blocks 2 pr and 2 pr + 1), Q6_K two on (the quarters 64 apart)
     a.d2 = x.d[PE * GL / 32 * i + (QTX == T_Q6_K ? 2 : 1)];
@@ -404,12 +407,29 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
     const u32 y = p.a.y, z = p.a.z, w = p.a.w;
     u32 scp = (((hi ? w : y) >> sh) & ma) | ((y >> (sh + 2)) & mb);
     u32 mnp = (((hi ? w : z) >> (sh + (hi ? 4 : 0))) & ma) | ((z >> (sh + 2)) & mb);
+#if X2
     // each sub-block with the scale of its block of 32 of the activation (d, d2): the two
     // differ where the launch before converted its output in blocks of 32 (mvd.cu QO)
     const float dw = h2f((u16)(p.a.x & 0xffff)), dm = h2f((u16)(p.a.x >> 16));
     const int i0 = (int)(scp & 0xff) * d0, i1 = (int)(scp >> 8) * d1;
     const int n0 = (int)(mnp & 0xff) * a.s0, n1 = (int)(mnp >> 8) * a.s1;
     return a.d * (dw * (float)i0 - dm * (float)n0) + a.d2 * (dw * (float)i1 - dm * (float)n1);
+#else
+#if K64
+    // |d0|, |d1| <= 32 x 15 x 128 need 17 bits; the sums of 32 fit 16
+    int isc = (int)(scp & 0xff) * d0 + (int)(scp >> 8) * d1;
+    int imn = dot2_i16_i8(a.ss, (int)mnp, 0);
+#elif QTX == T_Q4_K
+    // |d0|, |d1| <= 16 x 15 x 128: both fit 16 bits, so one dot2 each
+    int isc = dot2_i16_i8(pack16(d0, d1), (int)scp, 0);
+    int imn = dot2_i16_i8(a.ss, (int)mnp, 0);
+#else
+    int isc = (int)(scp & 0xff) * d0 + (int)(scp >> 8) * d1;
+    int imn = (int)(mnp & 0xff) * a.s0 + (int)(mnp >> 8) * a.s1;
+#endif
+    return a.d * (h2f((u16)(p.a.x & 0xffff)) * (float)isc -
+                  h2f((u16)(p.a.x >> 16)) * (float)imn);
+#endif
 #elif Q664
     // as below, for the two quarters (m & 1, + 2) of half m >> 1, each in two 16s
     const u32 mk = 0x0F0F0F0Fu, m2 = 0x03030303u;
@@ -427,9 +447,15 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 #undef Q6LO
 #undef Q6HI
     // the scales are signed bytes: s0 = the low quarter's two, s1 = the high quarter's
+#if X2
     const int s = (int)(i8)(p.s0 & 0xff) * dA + (int)(i8)(p.s0 >> 8) * dB,
               t = (int)(i8)(p.s1 & 0xff) * dC + (int)(i8)(p.s1 >> 8) * dD;
     return h2f(p.d) * (a.d * (float)s + a.d2 * (float)t);
+#else
+    int s = (int)(i8)(p.s0 & 0xff) * dA + (int)(i8)(p.s0 >> 8) * dB +
+            (int)(i8)(p.s1 & 0xff) * dC + (int)(i8)(p.s1 >> 8) * dD;
+    return a.d * h2f(p.d) * (float)s;
+#endif
 #else // Q6_K
     // sum (q - 32) a = sum q a - 32 sum a, the second term the activation's (a.o0, a.o1,
     // once for the group's rows), so the 6-bit values go to the dot as they are
@@ -444,9 +470,14 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
     u32 h1 = ((p.q.y >> 4) & mk) | (((p.a.y >> (sh + 4)) & m2) << 4);
     u32 h2 = ((p.q.z >> 4) & mk) | (((p.a.z >> (sh + 4)) & m2) << 4);
     u32 h3 = ((p.q.w >> 4) & mk) | (((p.a.w >> (sh + 4)) & m2) << 4);
+#if X2
     const int s = p.s0 * dot16(l0, l1, l2, l3, a.a0, a.o0),
               t = p.s1 * dot16(h0, h1, h2, h3, a.a1, a.o1);
     return h2f(p.d) * (a.d * (float)s + a.d2 * (float)t);
+#else
+    int s = p.s0 * dot16(l0, l1, l2, l3, a.a0, a.o0) + p.s1 * dot16(h0, h1, h2, h3, a.a1, a.o1);
+    return a.d * h2f(p.d) * (float)s;
+#endif
 #endif
 #endif
 }
