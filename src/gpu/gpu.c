@@ -575,7 +575,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
-             : dec && qo ? gpu_mvd_qo_variants(wtype, glu, nc, mvd_kp(wtype, nr), v, 6)
+             : dec && qo == 1 ? gpu_mvd_qo_variants(wtype, glu, nc, mvd_kp(wtype, nr), v, 6)
              : dec && wtype2 ? gpu_mvd_mix_variants(wtype, wtype2, nc, rp, v, 6)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
