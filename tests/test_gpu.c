@@ -533,42 +533,6 @@ TEST(decode_qkv_of_two_types)
     }
 }
 
-/* Decode products converting their output for the K-format product after them (mvd.cu QO,
- * the default): gate+up for down, and products with a residual through the next RMSNorm (QN:
- * the norm's output over its 1 / RMS, which the next product's sums take from each block's sum
- * of squares), in blocks of 32 rows, against quant_act converting in blocks of 256
- * (BRASA_GPU_QO=0): the int8 values differ by the blocks' scales, so within 3e-2 of the
- * largest logit (fixtures_vs_golden_and_cpu holds the default to the goldens' bounds); in
- * groups of 1 and 2 warps; and in the decode plans quant_act only for the first layer's input. */
-TEST(decode_output_conversion)
-{
-    if (!gpu_present())
-        SKIP("no GPU driver or device");
-    static const char *const off[] = {"BRASA_GPU_QO", "0", NULL};
-    static const char *const on[] = {"BRASA_GPU_QO", "3", NULL};
-    static const char *const types[] = {"Q4_K_M", "Q5_K_M", "Q6_K"};
-    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-        setenv("BRASA_GPU_QO", "0", 1); /* (the first session; the second takes `on`) */
-        decode_pair(types[t], on, 3e-2, "products converting their output, and quant_act");
-        setenv("BRASA_GPU_QO", "0", 1);
-        setenv("BRASA_GPU_MVD_KS", "2", 1); /* (2 warps a group on both sides) */
-        decode_pair(types[t], on, 3e-2, "products converting, 2 warps a group");
-        unsetenv("BRASA_GPU_MVD_KS");
-    }
-    const char *path = test_shared_path("fixtures/llama.Q4_K_M.gguf");
-    if (!test_file_exists(path))
-        return;
-    static const char *const names[] = {"quant_act"};
-    int n[2], m[2], nl, mixed;
-    if (!plan_counts(path, off, 64, names, 1, n, &nl, &mixed) ||
-        !plan_counts(path, on, 64, names, 1, m, &nl, &mixed))
-        return;
-    printf("  llama.Q4_K_M: decode launches of quant_act %d (BRASA_GPU_QO=0: %d), %d layers\n",
-           m[0], n[0], nl);
-    CHECKF(m[0] == 1, "%d quant_act launches (%d with BRASA_GPU_QO=0, %d layers): only the "
-           "first layer's input", m[0], n[0], nl);
-}
-
 /* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in
  * llama and granite, NEOX in qwen2; qwen3's head norms and qwen35's partial rotation keep the
  * rope launch) against the rope launch: the same rotation, with the host's cos and sin where
@@ -976,7 +940,6 @@ TEST(generate_queued)
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(upload_staged_equals_pageable),
           T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
-          T(decode_output_conversion),
           T(decode_rope_in_products),
           T(long_context_f16_cache), T(device_candidates), T(generate_queued),
           T(shard_allreduce_through_nccl),

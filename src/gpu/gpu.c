@@ -82,11 +82,7 @@ struct mv_kernel {
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
     int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
     uint32_t wtype2; /* mvd.cu: the third weight's type where it differs (QT2), else 0 */
-    int qo;          /* mvd.cu: 1 blocks of 32 output rows convert them for the next product
-                      * (QO; with QN where not gate+up), 2 a product that takes a K-format
-                      * activation with a scale per 32 values (X2, what QO writes), 0 neither */
     int regs, sshm;  /* registers a thread, static shared memory bytes a block */
-    int local;       /* local (spilled) bytes a thread, where the last candidate was taken */
     CUmodule mod;
     CUfunction fn;
 };
@@ -282,9 +278,6 @@ struct gpu_sess {
     bool use_graph, fuse;
     bool mvd;                /* decode products with mvd.cu (BRASA_GPU_MVD=0: matvec.cu) */
     int attn_q;              /* decode attention converts the o product's input */
-    int out_q;               /* decode products convert their output for the K-format product
-                              * after them (mvd.cu QO): 1 gate+up for down, 2 a product with a
-                              * residual through the next RMSNorm, 3 both (BRASA_GPU_QO) */
     int mvd_mix;             /* a q/k/v launch may take a v of another type (mm_mix;
                               * BRASA_GPU_MVD_MIX=0: v in a launch of its own) */
     int attn_inmerge;        /* decode attention merges its splits (no attn_merge launch) */
@@ -561,13 +554,13 @@ static int mvd_split_pe(uint32_t type, int nr)
 /* The matrix kernel for a weight type (dec: see mv_kernel): the first variant that compiles
  * and does not spill. */
 static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int glu, int nr,
-                           int xc, int rp, uint32_t wtype2, int qo, struct mv_kernel **out,
+                           int xc, int rp, uint32_t wtype2, struct mv_kernel **out,
                            struct brasa_err *err)
 {
     for (int i = 0; i < g->n_mv; i++)
         if (g->mv[i].dec == dec && g->mv[i].wtype == wtype && g->mv[i].nc == nc &&
             g->mv[i].glu == glu && g->mv[i].nr == nr && g->mv[i].xc == xc &&
-            g->mv[i].rp == rp && g->mv[i].wtype2 == wtype2 && g->mv[i].qo == qo) {
+            g->mv[i].rp == rp && g->mv[i].wtype2 == wtype2) {
             *out = &g->mv[i];
             return BRASA_OK;
         }
@@ -575,7 +568,6 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
     int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
-             : dec && qo == 1 ? gpu_mvd_qo_variants(wtype, glu, nc, mvd_kp(wtype, nr), v, 6)
              : dec && wtype2 ? gpu_mvd_mix_variants(wtype, wtype2, nc, rp, v, 6)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
@@ -596,7 +588,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (kf && env_is("BRASA_GPU_MMT_KF", "0"))
             continue;
         struct mv_kernel m = {.wtype = wtype, .dec = dec, .nc = nc, .glu = glu, .nr = nr,
-                              .xc = xc, .rp = rp, .wtype2 = wtype2, .qo = qo,
+                              .xc = xc, .rp = rp, .wtype2 = wtype2,
                               .nw = (int)v[k].defs[1].value,
                               .ncv = dec ? 1 : (int)v[k].defs[2].value};
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
@@ -610,10 +602,6 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         int ef = env_int("BRASA_GPU_MVD_EF", -1); /* (measurement: the weights' loads) */
         if (dec == 1 && ef >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"EF", ef};
-        if (dec == 1 && qo == 2 && v[k].n_defs < GV_MAX_DEFS) /* (QO's: X2 there already) */
-            v[k].defs[v[k].n_defs++] = (struct jit_def){"X2", 1};
-        if (dec == 1 && env_is("BRASA_GPU_MVD_NE", "1") && v[k].n_defs < GV_MAX_DEFS)
-            v[k].defs[v[k].n_defs++] = (struct jit_def){"NE", 1}; /* (measurement) */
         int ip = env_int("BRASA_GPU_MVD_IP", -1); /* (measurement: pointers stepped a round) */
         if (dec == 1 && ip >= 0 && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"IP", ip};
@@ -630,7 +618,6 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             continue;
         }
         m.regs = regs;
-        m.local = local;
         g->d.cuFuncGetAttribute(&m.sshm, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, m.fn);
         if (dec == 2) { /* the tile shapes of mmt.cu's four paths */
             int fl = wtype == T_F16 || wtype == T_BF16;
@@ -648,9 +635,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             continue;
         }
         if (g->o.verbose)
-            fprintf(stderr, "brasa: %s type %u%s%s%s%s: variant %d, NW=%d %s=%d (%d registers, "
-                    "%d local bytes)\n", fname, wtype, glu ? " gate+up" : "", xc ? " XC" : "",
-                    rp ? " RP" : "", qo ? " QO" : "", k,
+            fprintf(stderr, "brasa: %s type %u%s%s%s: variant %d, NW=%d %s=%d (%d registers, %d "
+                    "local bytes)\n", fname, wtype, glu ? " gate+up" : "", xc ? " XC" : "",
+                    rp ? " RP" : "", k,
                     m.nw, dec == 1 ? "NR" : "NC", dec == 1 ? nr : m.ncv, regs, local);
         g->mv[g->n_mv] = m;
         *out = &g->mv[g->n_mv++];
@@ -906,7 +893,6 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->rope_fuse = env_int("BRASA_GPU_ROPE_FUSE", 2);
     s->attn_q = !env_is("BRASA_GPU_ATTN_Q", "0");
-    s->out_q = env_int("BRASA_GPU_QO", 0); /* (not yet measured on a device: off) */
     s->attn_inmerge = !env_is("BRASA_GPU_ATTN_MERGE", "1");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
     s->head_nr = env_int("BRASA_GPU_MVD_HEAD_NR", 0);
@@ -1106,12 +1092,6 @@ struct pb {
     const struct graph *g;
     struct plan *p;
     CUdeviceptr ws, xq, xd, xs, xf, xh, part, mpart;
-    CUdeviceptr xq2, xd2; /* a second int8 activation scratch (xq, xd swap with it: mvd.cu QO
-                           * converts into it while reading the first) */
-    CUdeviceptr qsl;      /* mvd.cu QO with QN: each block of 32 outputs' sum of squares */
-    CUdeviceptr q_nsl;    /* where the scratch holds an RMSNorm's output over its 1 / RMS (QN):
-                           * the sums of squares (q_nns of them); else 0 */
-    int q_nns;
     int *nuse;       /* consumers per node */
     int *normsrc;    /* MATMUL: the RMS_NORM folded into its activation conversion, or -1 */
     int *resadd;     /* MATMUL: the ADD folded into its epilogue, or -1 */
@@ -1260,32 +1240,6 @@ static bool read_elsewhere(const struct graph *g, int i, int except)
     return false;
 }
 
-/* Whether the one-token launch of matmul i (rows outputs) converts its output for the product
- * after it (mvd.cu QO): gate+up for the down product (out_q & 1), or a product with a residual
- * (out_q & 2; QN) for the product that takes the RMSNorm of its output (*norm: that norm), in
- * blocks of 32 rows, where the product reading them has a K-format weight (quant_act's mode
- * 1) and takes the scratch (no XC). */
-static bool out_converts(const struct pb *b, int i, long rows, int *norm)
-{
-    const struct graph *g = b->g;
-    const int glu = b->glu[i] >= 0, a = glu ? b->glu[i] : b->resadd[i];
-    *norm = -1;
-    if (!(b->s->out_q & (glu ? 1 : 2)) || a < 0 || g->nodes[i].ne[1] != 1 || rows % 32 ||
-        b->s->mvd_xc >= 2 || b->rfuse[i] >= 0 || (!glu && b->mnext[i] >= 0))
-        return false;
-    for (int j = i + 1; j < g->n; j++) {
-        const struct graph_node *m = &g->nodes[j];
-        if (m->op != GOP_MATMUL)
-            continue;
-        int ns = b->normsrc[j];
-        if (glu ? m->in[0] == a && ns < 0 : ns >= 0 && g->nodes[ns].in[0] == a) {
-            *norm = ns;
-            return m->ne[1] == 1 && quant_mode(g->nodes[m->in[1]].type) == 1;
-        }
-    }
-    return false;
-}
-
 static brasa_status plan_matmul(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
@@ -1327,8 +1281,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     struct mv_kernel *mt = NULL;
     int qm = mode; /* quant_act's mode (+ 8: xh holds the int8 values times their scales) */
     if (use_mmt) {
-        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, 0, 0, &mt, b->err)) !=
-            BRASA_OK)
+        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, 0, &mt, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         qm += mt->dq ? 8 : 0;
     }
@@ -1449,7 +1402,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, T > 1 && ((mode >= 1 && mode <= 3) || qm & 8) ? b->xh : 0);
         b->q_src = key;
         b->q_mode = qm;
-        b->q_nsl = 0;
     }
     int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
     long tot = glu ? rows : (long)r[0] + r[1] + r[2];
@@ -1484,30 +1436,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if (rq >= 0 && nr != 2) /* (rope_into_products leaves the row groups as they are) */
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: a rotating launch with %d "
                               "rows a group", n->name, nr);
-        /* in blocks of 32 rows that convert the output for the product after it (mvd.cu QO):
-         * gate+up for down, or with QN a product with a residual for the one after the next
-         * norm; else (or where that kernel would spill) quant_act converts it */
-        int qnorm = -1, qo = 0;
-        if (!xc && nr == 2 && rq < 0 && !wt2 && nm == 1 && (glu ? ks == 1 : ks <= 2) &&
-            out_converts(b, i, tot, &qnorm))
-            qo = 1;
-        CUdeviceptr qnw = 0;
-        if (qo && !glu && (st = dev_of(b, b->g->nodes[qnorm].in[1], &qnw)))
-            return st;
-        if (qo && ((st = rng(b, b->xq2, (size_t)tot, "converted output", i)) ||
-                   (st = rng(b, b->xd2, (size_t)tot / 32 * 4, "its scales", i)) ||
-                   (st = rng(b, b->qsl, (size_t)tot / 32 * 4, "its sums of squares", i))))
-            return st;
-        if (qo && (get_mv(g, 1, w->type, ks, glu, nr, xc, 0, 0, 1, &mv, b->err) != BRASA_OK ||
-                   mv->nw / ks * nout != 32 || mv->local > 0))
-            qo = 0;
-        /* with QO on (out_q) every K-format product takes its activation's scales per 32 values
-         * (X2), whichever launch converted it */
-        if (!qo && (st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2,
-                                b->s->out_q && mode == 1 ? 2 : 0, &mv, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, &mv, b->err)) !=
+            BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
-        /* the scratch's values are a norm's output over its 1 / RMS (QN): the sums of squares */
-        const CUdeviceptr nsl = xc ? 0 : b->q_nsl;
         long gpb = mv->nw / ks, nblk = (groups + gpb - 1) / gpb, grid = nblk;
         unsigned shm = 0;
         if (xc) { /* as many blocks as the SMs hold, each with the converted activation */
@@ -1544,21 +1475,6 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, hd);
         ap(l, b->s->d_pos);
         ai(l, kvf16);
-        ap(l, qo ? b->xq2 : 0);
-        ap(l, qo ? b->xd2 : 0);
-        ap(l, qnw);
-        ap(l, qo && !glu ? b->qsl : 0);
-        ap(l, nsl);
-        ai(l, nsl ? b->q_nns : 0);
-        if (qo) { /* the next product reads the converted output: the scratches swap */
-            CUdeviceptr t;
-            t = b->xq, b->xq = b->xq2, b->xq2 = t;
-            t = b->xd, b->xd = b->xd2, b->xd2 = t;
-            b->q_src = glu ? b->glu[i] : qnorm;
-            b->q_mode = 1;
-            b->q_nsl = glu ? 0 : b->qsl;
-            b->q_nns = glu ? 0 : (int)(tot / 32);
-        }
         return BRASA_OK;
     }
     if (use_mmt) {
@@ -1591,7 +1507,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, T);
         return BRASA_OK;
     }
-    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, 0, 0, &mv, b->err)) != BRASA_OK)
+    if ((st = get_mv(g, 0, w->type, T > 1 ? 8 : 1, glu, 1, 0, 0, 0, &mv, b->err)) != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", n->name);
     int rpb = mv->nw; /* rows per block */
     unsigned nrb = (unsigned)((tot + rpb - 1) / rpb), nct = (unsigned)((T + mv->ncv - 1) / mv->ncv);
@@ -1888,7 +1804,6 @@ static brasa_status plan_node(struct pb *b, int i)
         if (l && aq) {
             b->q_src = i;
             b->q_mode = 1;
-            b->q_nsl = 0;
         }
         break;
     }
@@ -2145,15 +2060,14 @@ static void fuse(struct pb *b)
  * partial sums of mmt.cu where a batch of mmt_min tokens or more may take it (mmt: it may). */
 static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t *o_xq, size_t *o_xd,
                         size_t *o_xs, size_t *o_xf, size_t *o_xh, size_t *o_part,
-                        size_t *o_mpart, size_t o_x2[3])
+                        size_t *o_mpart)
 {
-    size_t maxk = 0, part = 0, mpart = 0, dk = 0; /* dk: the largest k of one token */
+    size_t maxk = 0, part = 0, mpart = 0;
     for (int i = 0; i < g->n; i++) {
         const struct graph_node *n = &g->nodes[i];
         if (n->op == GOP_MATMUL) {
             size_t k = (size_t)g->nodes[n->in[1]].ne[0] * (size_t)n->ne[1];
             maxk = k > maxk ? k : maxk;
-            dk = n->ne[1] == 1 && k > dk ? k : dk;
             if (mmt && n->ne[1] >= mmt_min) /* batches on the tensor cores */
                 mpart = (size_t)MMT_SPLIT_TILES * MMT_TILE_FLOATS * 4;
         } else if (n->op == GOP_ATTN) {
@@ -2179,12 +2093,6 @@ static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t *o_
     off += UP(part + 4);
     *o_mpart = off;
     off += UP(mpart);
-    o_x2[0] = off; /* xq2, xd2: as xq, xd, for one token; QO's sums of squares */
-    off += UP(dk);
-    o_x2[1] = off;
-    off += UP(dk / 32 * 4 + 4);
-    o_x2[2] = off;
-    off += UP(dk / 32 * 4 + 4);
 #undef UP
     return off;
 }
@@ -2286,9 +2194,8 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     }
     plan_clear(s, p);
     size_t o_xq, o_xd, o_xs, o_xf, o_xh, o_part, o_mpart;
-    size_t o_x2[3];
     size_t need = ws_layout(g, s->mmt, s->mmt_min, &o_xq, &o_xd, &o_xs, &o_xf, &o_xh, &o_part,
-                            &o_mpart, o_x2);
+                            &o_mpart);
     if (need > s->ws_cap) {
         gp->d.cuStreamSynchronize(s->st);
         gmem_free(&gp->mem, s->ws);
@@ -2338,7 +2245,6 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     struct pb b = {.s = s, .g = g, .p = p, .ws = s->ws, .xq = s->ws + o_xq, .xd = s->ws + o_xd,
                    .xs = s->ws + o_xs, .xf = s->ws + o_xf, .xh = s->ws + o_xh, .part = s->ws + o_part,
                    .mpart = s->ws + o_mpart, .q_src = -1, .q_mode = -1,
-                   .xq2 = s->ws + o_x2[0], .xd2 = s->ws + o_x2[1], .qsl = s->ws + o_x2[2],
                    .n_ctx = n_ctx, .err = err};
     for (int i = 0; i < g->n; i++)
         b.recurrent |= g->nodes[i].op == GOP_DELTANET;

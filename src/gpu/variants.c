@@ -1,8 +1,6 @@
 /* variants: the table of kernel modules. */
 #include "gpu/variants.h"
 
-#include <string.h>
-
 #include "quant/quant.h"
 
 const unsigned gpu_matvec_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
@@ -87,38 +85,6 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
     return counted(out, nv);
 }
 
-int gpu_mvd_qo_variants(unsigned wtype, int glu, int ks, int kp, struct gpu_variant *out,
-                        int cap)
-{
-    /* blocks of 32 output rows (gate+up: a warp an output; the others two rows a group of ks
-     * warps), at 32, 24 and 16 warps an SM where blocks of nw warps allow them, the first
-     * that does not spill taken */
-    const int nw = glu ? 32 : 16 * ks;
-    if ((wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q5_K && wtype != GGML_TYPE_Q6_K) ||
-        (glu && ks != 1) || (ks != 1 && ks != 2) || cap < 3 ||
-        gpu_mvd_variants(wtype, glu, 2, ks, 0, 0, kp, out, cap) < 1 ||
-        out[0].n_defs + 2 > GV_MAX_DEFS)
-        return 0;
-    for (int d = 0; d < out[0].n_defs; d++)
-        if (!strcmp(out[0].defs[d].name, "NW"))
-            out[0].defs[d].value = nw;
-    out[0].defs[out[0].n_defs++] = (struct jit_def){"QO", 1};
-    if (!glu)
-        out[0].defs[out[0].n_defs++] = (struct jit_def){"QN", 1};
-    const int mb[3] = {32 / nw, 24 / nw, 16 / nw};
-    int n = 0, last = 0;
-    for (int v = 0; v < 3; v++)
-        if (mb[v] > 0 && mb[v] != last) {
-            last = mb[v];
-            out[n] = out[0];
-            for (int d = 0; d < out[n].n_defs; d++)
-                if (!strcmp(out[n].defs[d].name, "MB"))
-                    out[n].defs[d].value = mb[v];
-            n++;
-        }
-    return n;
-}
-
 int gpu_mvd_mix_variants(unsigned wtype, unsigned qt2, int ks, int rp, struct gpu_variant *out,
                          int cap)
 {
@@ -177,15 +143,6 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, i
     return counted(out, 3);
 }
 
-/* The first of c candidates at v with X2 (mvd.cu) added: 1, or 0 where there were none. */
-static int x2_first(int c, struct gpu_variant *v)
-{
-    if (c < 1 || v->n_defs >= GV_MAX_DEFS)
-        return 0;
-    v->defs[v->n_defs++] = (struct jit_def){"X2", 1};
-    return 1;
-}
-
 int gpu_all_variants(struct gpu_variant *out, int cap)
 {
     int n = 0;
@@ -222,26 +179,6 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                                 n += gpu_mvd_variants(t, glu, nr, ks, xc, rp, kp, out + n,
                                                       cap - n);
     }
-    for (int i = 0; i < gpu_n_matvec_types; i++) { /* converting their output (QO) */
-        const unsigned t = gpu_matvec_types[i];
-        const int kp = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K ? 64 : 32;
-        for (int glu = 0; glu < 2; glu++)
-            for (int ks = 1; ks <= 2 - glu; ks++)
-                n += gpu_mvd_qo_variants(t, glu, ks, kp, out + n, cap - n);
-        /* and the K formats' products that read QO's output (X2: the first candidate of each,
-         * the others differ only in their register budget) */
-        for (int glu = 0; glu < 2 && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K ||
-                                      t == GGML_TYPE_Q6_K); glu++)
-            for (int ks = 1; ks <= 4; ks *= 2)
-                for (int rp = 0; rp <= !glu; rp++)
-                    n += x2_first(gpu_mvd_variants(t, glu, 2, ks, 0, rp, kp, out + n, cap - n),
-                                  out + n);
-    }
-    for (int ks = 1; ks <= 4; ks *= 2)
-        for (int rp = 0; rp < 2; rp++)
-            n += x2_first(gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n,
-                                               cap - n),
-                          out + n);
     for (int ks = 1; ks <= 4; ks *= 2) /* q/k and a v of another type (Q4_K_M files) */
         for (int rp = 0; rp < 2; rp++)
             n += gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n, cap - n);

@@ -31,12 +31,6 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
  * and rp as above; returns their count (0: no such pair). */
 int gpu_mvd_mix_variants(unsigned wtype, unsigned qt2, int ks, int rp, struct gpu_variant *out,
                          int cap);
-/* Candidates for a decode product that converts its output for the K-format product after
- * it (mvd.cu QO): gate+up (glu, a warp an output) or, with QN, a product with a residual whose
- * output an RMSNorm takes (two rows a group of ks warps, 1 or 2), in blocks of 32 output rows;
- * kp as above; returns their count (0: none for these). */
-int gpu_mvd_qo_variants(unsigned wtype, int glu, int ks, int kp, struct gpu_variant *out,
-                        int cap);
 /* Whether decode products of weight type wtype convert their own activation (mvd.cu XC). */
 int gpu_mvd_xc(unsigned wtype);
 /* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up: candidates in

@@ -42,15 +42,7 @@
 // activation pointers step one round's pieces at the end of each round, so a load's address is
 // a pointer plus a constant; 0, a measurement: each round's addresses from the first piece's
 // pointers and the round's index, recomputed every round: the Q4_K gate+up loop 191 -> 180
-// instructions (SASS, sm_90), 1.5B Q4_K_M tg128 +5% on an H100, BENCHMARKS.md); QO (a block
-// of 32 output rows converts them for the K-format product after it, into oq and od, see
-// mv_block's epilogue: gate+up's output, or with QN the output of a product with a residual times the next
-// RMSNorm's weights qnw, the block's sum of squares to qsl; X2 on: see below); X2 (the K
-// formats' activation with a scale per 32 values, two a piece, as QO writes it; with QO on,
-// every K-format product of the session takes it, whichever launch converted its input; off,
-// the piece's one scale, as quant_act's blocks of 256 allow). Any launch reading such a
-// conversion (nsl set: nns sums of squares of the norm's input, eps the norm's) multiplies its
-// sums with the norm's 1 / RMS, from those sums.
+// instructions (SASS, sm_90), 1.5B Q4_K_M tg128 +5% on an H100, BENCHMARKS.md).
 #include "common.cuh"
 
 #ifndef QT
@@ -95,18 +87,6 @@
 #if defined(QT2) && (XC || GLU)
 #error "QT2: not with XC or GLU"
 #endif
-#ifndef QO
-#define QO 0
-#endif
-#ifndef NE
-#define NE 0 // (1: a measurement, see rows_dot)
-#endif
-#ifndef X2
-#define X2 QO // the K formats' activation with a scale per 32 values, two a piece (QO's)
-#endif
-#ifndef QN
-#define QN 0
-#endif
 #ifndef AL
 #define AL 0
 #endif
@@ -124,10 +104,6 @@ namespace qt2 {
 #endif
 #define QTX QT
 #include "mvd_body.cuh"
-#if QO && ((NR != 2 && NR != 4) || XC || RP || defined(QT2) || NW / KS * NOUT != 32 || \
-           (GLU && QN) || !QUANT || !X2)
-#error "QO: blocks of 32 output rows of a quantized weight (gate+up, or with QN a residual's)"
-#endif
 // Grid: nblk = ceil(rows / NOUT / (NW / KS)) blocks; with XC fewer, each taking
 // ceil(nblk / gridDim.x) passes over its lane groups (dynamic shared memory: the converted
 // activation).
@@ -136,8 +112,7 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     float *y0, float *y1, float *y2, const float *b0, const float *b1, const float *b2,
     const float *res, float rscale, int r0, int r1, int r2, int k, const float *xin,
     const float *normw, float eps, int nblk, int early, void *c0, void *c1, void *c2,
-    const float *cs, int nrope, int rmode, int hd, const int *pos, int kv_f16, i8 *oq,
-    float *od, const float *qnw, float *qsl, const float *nsl, int nns)
+    const float *cs, int nrope, int rmode, int hd, const int *pos, int kv_f16)
 {
     __shared__ float part[NW][NR];
 #if XC
@@ -147,7 +122,7 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     for (int gb = 0; gb < (nblk + (int)gridDim.x - 1) / (int)gridDim.x; gb++) {
         mv_block(gb, gb == 0, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res,
                  rscale, r0, r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope,
-                 rmode, hd, pos, kv_f16, oq, od, qnw, qsl, nsl, nns);
+                 rmode, hd, pos, kv_f16);
         if (KS > 1)
             __syncthreads(); // (part is read before the next group writes it)
     }
@@ -159,12 +134,12 @@ mvd(const u8 *W0, const u8 *W1, const u8 *W2, const void *xa, const float *xd,
     if ((int)blockIdx.x >= (r0 + r1) / (NOUT * (NW / KS))) {
         qt2::mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res, rscale,
                       r0, r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope, rmode,
-                      hd, pos, kv_f16, oq, od, qnw, qsl, nsl, nns);
+                      hd, pos, kv_f16);
         return;
     }
 #endif
     mv_block(blockIdx.x, true, W0, W1, W2, xa, xd, y0, y1, y2, b0, b1, b2, res, rscale, r0,
              r1, r2, k, xin, normw, eps, part, early, c0, c1, c2, cs, nrope, rmode, hd, pos,
-             kv_f16, oq, od, qnw, qsl, nsl, nns);
+             kv_f16);
 #endif
 }

@@ -246,11 +246,7 @@ struct act {
     int o2, o3;
 #endif
     float d;
-#if BE == 256 && X2
-    float d2; // the K formats: the scale of the piece's second half (its other block of 32)
-#endif
-    int s0, s1, ss; // the sums of the piece's two runs of 16 (K64: of 32); ss: both, as 16-bit
-                    // halves
+    int s0, s1, ss; // the sums of the piece's two runs of 16; ss: both, as 16-bit halves
     int o0, o1;     // Q4_0, Q6_K: minus the weights' offset times the runs' sums (o1: Q6_K)
 #endif
 };
@@ -339,11 +335,6 @@ __device__ __forceinline__ void ld_act(const actp &x, int i, act &a)
     a.o1 = sum16(a.a1, -32);
 #endif
     a.d = x.d[PE * GL / 32 * i];
-#if BE == 256 && X2
-    // the second half's block of 32: Q4_K / Q5_K one on (their pieces take a 16 or 32 of
-    // sub-blocks 2 pr and 2 pr + 1), Q6_K two on (the quarters 64 apart)
-    a.d2 = x.d[PE * GL / 32 * i + (QTX == T_Q6_K ? 2 : 1)];
-#endif
 #endif
 }
 
@@ -407,14 +398,6 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
     const u32 y = p.a.y, z = p.a.z, w = p.a.w;
     u32 scp = (((hi ? w : y) >> sh) & ma) | ((y >> (sh + 2)) & mb);
     u32 mnp = (((hi ? w : z) >> (sh + (hi ? 4 : 0))) & ma) | ((z >> (sh + 2)) & mb);
-#if X2
-    // each sub-block with the scale of its block of 32 of the activation (d, d2): the two
-    // differ where the launch before converted its output in blocks of 32 (mvd.cu QO)
-    const float dw = h2f((u16)(p.a.x & 0xffff)), dm = h2f((u16)(p.a.x >> 16));
-    const int i0 = (int)(scp & 0xff) * d0, i1 = (int)(scp >> 8) * d1;
-    const int n0 = (int)(mnp & 0xff) * a.s0, n1 = (int)(mnp >> 8) * a.s1;
-    return a.d * (dw * (float)i0 - dm * (float)n0) + a.d2 * (dw * (float)i1 - dm * (float)n1);
-#else
 #if K64
     // |d0|, |d1| <= 32 x 15 x 128 need 17 bits; the sums of 32 fit 16
     int isc = (int)(scp & 0xff) * d0 + (int)(scp >> 8) * d1;
@@ -429,7 +412,6 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 #endif
     return a.d * (h2f((u16)(p.a.x & 0xffff)) * (float)isc -
                   h2f((u16)(p.a.x >> 16)) * (float)imn);
-#endif
 #elif Q664
     // as below, for the two quarters (m & 1, + 2) of half m >> 1, each in two 16s
     const u32 mk = 0x0F0F0F0Fu, m2 = 0x03030303u;
@@ -447,15 +429,9 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
 #undef Q6LO
 #undef Q6HI
     // the scales are signed bytes: s0 = the low quarter's two, s1 = the high quarter's
-#if X2
-    const int s = (int)(i8)(p.s0 & 0xff) * dA + (int)(i8)(p.s0 >> 8) * dB,
-              t = (int)(i8)(p.s1 & 0xff) * dC + (int)(i8)(p.s1 >> 8) * dD;
-    return h2f(p.d) * (a.d * (float)s + a.d2 * (float)t);
-#else
     int s = (int)(i8)(p.s0 & 0xff) * dA + (int)(i8)(p.s0 >> 8) * dB +
             (int)(i8)(p.s1 & 0xff) * dC + (int)(i8)(p.s1 >> 8) * dD;
     return a.d * h2f(p.d) * (float)s;
-#endif
 #else // Q6_K
     // sum (q - 32) a = sum q a - 32 sum a, the second term the activation's (a.o0, a.o1,
     // once for the group's rows), so the 6-bit values go to the dot as they are
@@ -470,14 +446,8 @@ __device__ __forceinline__ float dot_piece(const piece &p, int m, const act &a)
     u32 h1 = ((p.q.y >> 4) & mk) | (((p.a.y >> (sh + 4)) & m2) << 4);
     u32 h2 = ((p.q.z >> 4) & mk) | (((p.a.z >> (sh + 4)) & m2) << 4);
     u32 h3 = ((p.q.w >> 4) & mk) | (((p.a.w >> (sh + 4)) & m2) << 4);
-#if X2
-    const int s = p.s0 * dot16(l0, l1, l2, l3, a.a0, a.o0),
-              t = p.s1 * dot16(h0, h1, h2, h3, a.a1, a.o1);
-    return h2f(p.d) * (a.d * (float)s + a.d2 * (float)t);
-#else
     int s = p.s0 * dot16(l0, l1, l2, l3, a.a0, a.o0) + p.s1 * dot16(h0, h1, h2, h3, a.a1, a.o1);
     return a.d * h2f(p.d) * (float)s;
-#endif
 #endif
 #endif
 }
@@ -579,8 +549,7 @@ __device__ __forceinline__ void xconv(const float *x, const float *nw, float eps
 __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int row, int last,
                                          int k, int sl, const void *xa, const float *xd,
                                          float *acc, bool active, bool first,
-                                         const float *xin, const float *nw, float eps, int hh,
-                                         const float *nsl, int nns, float &sv)
+                                         const float *xin, const float *nw, float eps, int hh)
 {
     const int P = k / PE, n = active ? (P - sl + GL - 1) / GL : 0; // this lane's pieces
     const int m = sl % PPB;
@@ -619,15 +588,6 @@ __device__ __forceinline__ void rows_dot(const u8 *Wa, const u8 *Wb, i64 N, int 
             pdl_wait();
             if (!RP || RL == 0)
                 pdl_launch();
-#if NE
-            if (nsl) { // (NE: the input's sums of squares asked for with the first activations)
-                sv = 0.0f;
-                for (int i = sl & 31; i < nns; i += 32)
-                    sv += nsl[i];
-            }
-#else
-            (void)nsl, (void)nns, (void)sv;
-#endif
 #if XC
             xconv(xin, nw, eps, k, (u8 *)xa);
             __syncthreads();
@@ -684,9 +644,7 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
                                          int k, const float *xin, const float *nw, float eps,
                                          float (*part)[NR], int early, void *c0, void *c1,
                                          void *c2, const float *cs, int nrope, int rmode, int hd,
-                                         const int *pos, int kv_f16, i8 *oq, float *od,
-                                         const float *qnw, float *qsl, const float *nsl,
-                                         int nns)
+                                         const int *pos, int kv_f16)
 {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #if XC
@@ -743,17 +701,10 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
             rpre = res[row + lane];
     }
 #endif
-#if QO && QN
-    // the next norm's weight for the block's row lane, a weight: asked for before the wait
-    const float wq = warp == 0 ? qnw[gb * 32 + lane] : 0.0f;
-#else
-    (void)qnw;
-#endif
     i64 N = (i64)pk.rows * (QUANT ? k / BE : k);
-    float sv = -1.0f; // (nsl: the sums of squares this lane adds; NE: added in rows_dot)
     if (pk.active || (XC && first))
         rows_dot(pk.W, W1, N, row, pk.rows - 1, k, sl, xa, xd, acc, pk.active, first, xin,
-                 nw, eps, hh, nsl, nns, sv);
+                 nw, eps, hh);
     if (first) {
         pdl_wait(); // (for lanes with no piece; returns at once for the others)
         if (!RP || RL == 0)
@@ -765,37 +716,21 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
 #pragma unroll
     for (int j = 0; j < NR; j++)
         acc[j] = wave_sum<32>(acc[j]);
-    bool lead = true; // (the group's first warp, which holds its sums)
     if (KS > 1) {
         if (lane == 0)
 #pragma unroll
             for (int j = 0; j < NR; j++)
                 part[warp][j] = acc[j];
         __syncthreads();
-        lead = warp % KS == 0;
-        if (!QO && !lead) // (with QO every warp meets the block's barrier below)
+        if (warp % KS != 0)
             return;
 #pragma unroll
         for (int j = 0; j < NR; j++) {
             float v = 0.0f;
-            for (int w = 0; lead && w < KS; w++)
+            for (int w = 0; w < KS; w++)
                 v += part[warp + w][j];
             acc[j] = v;
         }
-    }
-    if (nsl) {
-        // the input is the int8 values of an RMSNorm's output over its 1 / RMS (converted by
-        // the launch before, QO with QN): the sums take the 1 / RMS from its blocks' sums of
-        // squares, added in one order whatever the launch
-        if (sv < 0.0f) { // (not added in rows_dot: without NE, or a lane with no piece)
-            sv = 0.0f;
-            for (int i = lane; i < nns; i += 32)
-                sv += nsl[i];
-        }
-        const float inv = 1.0f / sqrtf(wave_sum<32>(sv) / (float)k + eps);
-#pragma unroll
-        for (int j = 0; j < NR; j++)
-            acc[j] *= inv;
     }
 #if RP
     {
@@ -824,7 +759,9 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
         return;
     }
 #endif
-    // lane j < NOUT holds output row row + j (acc indexed with a constant: no local memory)
+    if (!pk.active || lane >= NOUT || row + lane >= pk.rows)
+        return;
+    // lane j < NOUT writes output row row + j (acc indexed with a constant: no local memory)
     float v = 0.0f, u = 0.0f;
 #pragma unroll
     for (int j = 0; j < NOUT; j++)
@@ -834,56 +771,19 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
             u = acc[NOUT + j];
 #endif
         }
-    const int r = row + lane;
-    const bool mine = lead && pk.active && lane < NOUT && r < pk.rows;
+    int r = row + lane;
 #if GLU
-    if (b0 && mine)
+    if (b0)
         v += b0[r];
-    if (b1 && mine)
+    if (b1)
         u += b1[r];
-    const float o = silu_f(v) * u;
+    pk.y[r] = silu_f(v) * u;
     (void)res, (void)rscale, (void)early;
 #else
     (void)u;
     if (pk.bias)
         v += bpre;
-    const float o = res ? (early ? rpre : mine ? res[r] : 0.0f) + v * rscale : v;
-#endif
-    if (mine)
-        pk.y[r] = o;
-#if QO
-    // the block's 32 output rows converted for the next product as quant_act's mode 0 would
-    // (d = amax / 127 in F32, q = round(x / d)) but in blocks of 32 rows, which the K formats'
-    // products take with a scale each (two a piece); QN: each output h times the next norm's
-    // weight, the block's sum of h^2 to qsl. Every warp of the block comes here; the host
-    // plans whole blocks (a single weight of a multiple of 32 rows).
-    __shared__ float qv[32];
-    const int rb = gb * 32;
-    if (mine)
-        qv[r - rb] = o;
-    __syncthreads();
-    if (warp == 0) {
-        const float h = qv[lane];
-#if QN
-        const float t = h * wq;
-#else
-        const float t = h;
-#endif
-        const float am = warp_max(fabsf(t));
-        const float id = am != 0.0f ? 127.0f / am : 0.0f;
-        oq[rb + lane] = (i8)__float2int_rn(t * id);
-        if (lane == 0)
-            od[rb / 32] = am / 127.0f;
-#if QN
-        const float ss = wave_sum<32>(h * h);
-        if (lane == 0)
-            qsl[gb] = ss;
-#else
-        (void)qsl;
-#endif
-    }
-#else
-    (void)oq, (void)od, (void)qsl;
+    pk.y[r] = res ? (early ? rpre : res[r]) + v * rscale : v;
 #endif
 }
 
