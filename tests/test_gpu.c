@@ -533,6 +533,41 @@ TEST(decode_qkv_of_two_types)
     }
 }
 
+/* Q4_K decode products on the tensor cores reading the F32 activation (mvf.cu, BRASA_GPU_MF=1):
+ * every family's Q4_K_M fixture against its goldens and the CPU within the usual bounds (the
+ * activation in F16 where quant_act's int8 values were); and in the decode plans a gate+up
+ * launch of mvf a layer, with fewer quant_act launches than without. */
+TEST(decode_q4k_on_tensor_cores)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    char probe[1024];
+    snprintf(probe, sizeof probe, "%s", test_shared_path("fixtures/llama.Q4_K_M.gguf"));
+    if (!test_file_exists(probe))
+        SKIP("fixtures not found (set BRASA_SHARED)");
+    double wg = 0, wc = 0;
+    setenv("BRASA_GPU_MF", "1", 1);
+    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++)
+        check_file(archs[a], "Q4_K_M", &wg, &wc);
+    unsetenv("BRASA_GPU_MF");
+    printf("  worst error / bound (Q4_K on the tensor cores): vs golden %.2f, vs CPU %.2f\n", wg,
+           wc);
+    static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q4_K_M.gguf"};
+    static const char *const on[] = {"BRASA_GPU_MF", "1", NULL}, *const off[] = {NULL};
+    static const char *const names[] = {"mvf_glu", "quant_act"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        const char *path = test_shared_path(files[i]);
+        int n[3], m[3], nl, mixed;
+        if (!plan_counts(path, on, 64, names, 2, n, &nl, &mixed) ||
+            !plan_counts(path, off, 64, names, 2, m, &nl, &mixed))
+            continue;
+        printf("  %-28s decode: %d mvf_glu, %d quant_act (without: %d, %d), %d layers\n",
+               files[i], n[0], n[1], m[0], m[1], nl);
+        CHECKF(n[0] == nl && m[0] == 0 && n[1] < m[1], "%s: %d mvf_glu launches and %d quant_act "
+               "(without: %d and %d) for %d layers", files[i], n[0], n[1], m[0], m[1], nl);
+    }
+}
+
 /* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in
  * llama and granite, NEOX in qwen2; qwen3's head norms and qwen35's partial rotation keep the
  * rope launch) against the rope launch: the same rotation, with the host's cos and sin where
@@ -940,7 +975,7 @@ TEST(generate_queued)
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(upload_staged_equals_pageable),
           T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
-          T(decode_rope_in_products),
+          T(decode_rope_in_products), T(decode_q4k_on_tensor_cores),
           T(long_context_f16_cache), T(device_candidates), T(generate_queued),
           T(shard_allreduce_through_nccl),
           T(model_over_gpus))

@@ -112,6 +112,8 @@ struct gpu {
     struct { int hd, f16; CUmodule m; CUfunction fn[2]; } ak[5]; /* attn, attn_merge */
     CUmodule m_qm[5];
     CUfunction k_qm[5];
+    struct { int key; CUmodule m; CUfunction fn; } mf[24]; /* mvf.cu variants, when first used */
+    int n_mf;
     bool spec;
     struct mv_kernel mv[96];
     int n_mv;
@@ -291,6 +293,9 @@ struct gpu_sess {
                               * measurement) */
     int wmin;                /* decode products split along k below this many warps per SM
                               * (BRASA_GPU_MVD_WMIN; 0: by type, plan_matmul) */
+    int mf, mf_ks, mf_rg;    /* Q4_K decode products reading the F32 activation on the tensor
+                              * cores (mvf.cu; BRASA_GPU_MF=1), and their warps a block and row
+                              * groups a warp where set (BRASA_GPU_MF_KS, _RG: measurements) */
     int mvd_xc;              /* decode products that convert their own activation (mvd.cu
                               * XC): 1 those gpu_mvd_xc names, 0 none, 2 every one, 3
                               * those and every other of rows up to 8192
@@ -711,6 +716,30 @@ static brasa_status get_quant(struct gpu *g, int mode, CUfunction *fn, struct br
     return BRASA_OK;
 }
 
+/* mvf.cu (the Q4_K decode product on the tensor cores) for rg row groups a warp, ks warps a
+ * block, gate+up and the RMSNorm folded in or not */
+static brasa_status get_mf(struct gpu *g, int rg, int ks, int glu, int norm, CUfunction *fn,
+                           struct brasa_err *err)
+{
+    static const char *const name = "mvf";
+    const int key = rg | ks << 2 | glu << 8 | norm << 9;
+    for (int i = 0; i < g->n_mf; i++)
+        if (g->mf[i].key == key) {
+            *fn = g->mf[i].fn;
+            return BRASA_OK;
+        }
+    if (g->n_mf == (int)(sizeof g->mf / sizeof g->mf[0]))
+        return brasa_fail(err, BRASA_EUNSUPPORTED, "mvf: too many variants");
+    struct jit_def defs[4] = {{"RG", rg}, {"KS", ks}, {"GLU", glu}, {"NORM", norm}};
+    brasa_status st = load_module(g, "mvf.cu", defs, 4, &name, 1, &g->mf[g->n_mf].m,
+                                  &g->mf[g->n_mf].fn, err);
+    if (st != BRASA_OK)
+        return st;
+    g->mf[g->n_mf].key = key;
+    *fn = g->mf[g->n_mf++].fn;
+    return BRASA_OK;
+}
+
 /* The prompt attention kernel (fa.cu) for heads of hd (64 or 128) values. */
 static brasa_status get_fa(struct gpu *g, int hd, CUfunction *fn, struct brasa_err *err)
 {
@@ -902,6 +931,9 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
         s->wmin = 0;
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
+    s->mf = g->jit.arch >= 80 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MF", 0) : 0;
+    s->mf_ks = env_int("BRASA_GPU_MF_KS", 0);
+    s->mf_rg = env_int("BRASA_GPU_MF_RG", 0);
     s->top_dev = -1;
     /* (pinned memory is the device's to write at the host's address: unified addressing) */
     s->tk_host = !drv_is_hip(&g->d) && !env_is("BRASA_GPU_TOPK_HOST", "0");
@@ -1240,6 +1272,56 @@ static bool read_elsewhere(const struct graph *g, int i, int except)
     return false;
 }
 
+/* A Q4_K decode product of one weight, or gate+up, on the tensor cores reading the F32 input
+ * (mvf.cu), with the RMSNorm before it folded in (nw): no quant_act before it. Sets *done where
+ * it planned the launch; leaves it 0 where the shapes do not fit (rows a multiple of the
+ * block's, the input and norm weights 16-byte aligned, no output over the input, which every
+ * block reads whole). Warps a block: the fewest (of 1-16) that give the launch 8 warps an SM,
+ * each with at least two super-blocks; row groups: 2 where that gives a block an SM. */
+static brasa_status plan_mf(struct pb *b, int i, int glu, long k, int rows, CUdeviceptr x,
+                            CUdeviceptr nw, float eps, const CUdeviceptr *W, const CUdeviceptr *y,
+                            const CUdeviceptr *bias, CUdeviceptr res, float rscale, int *done)
+{
+    struct gpu *g = b->s->g;
+    int nsb = (int)(k / 256);
+    int rg = glu ? 2 : b->s->mf_rg == 1 || b->s->mf_rg == 2 ? b->s->mf_rg
+                                                            : rows / 32 >= g->n_sm ? 2 : 1;
+    int rpb = glu ? 16 : 16 * rg;
+    if (k % 256 || rows % rpb || ((x | nw) & 15) || (y[0] < x + (CUdeviceptr)k * 4 &&
+                                                     x < y[0] + (CUdeviceptr)rows * 4))
+        return BRASA_OK;
+    long blocks = rows / rpb;
+    int ks = 1;
+    while (ks < 16 && blocks * ks < 8L * g->n_sm && nsb >= 4 * ks)
+        ks *= 2;
+    if (b->s->mf_ks == 1 || b->s->mf_ks == 2 || b->s->mf_ks == 4 || b->s->mf_ks == 8 ||
+        b->s->mf_ks == 16)
+        ks = b->s->mf_ks;
+    CUfunction fn = NULL;
+    brasa_status st = get_mf(g, rg, ks, glu, nw != 0, &fn, b->err);
+    if (st != BRASA_OK)
+        return brasa_wrap(b->err, st, "matmul %s", b->g->nodes[i].name);
+    int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
+    struct launch *l = L(b, -1, fn, glu ? "mvf_glu" : "mvf", dst, (unsigned)blocks, 1, 1,
+                         (unsigned)(32 * ks), 0);
+    if (!l)
+        return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
+    ap(l, W[0]);
+    ap(l, glu ? W[1] : 0);
+    ap(l, x);
+    ap(l, nw);
+    af(l, eps);
+    ap(l, y[0]);
+    ap(l, bias[0]);
+    ap(l, glu ? bias[1] : 0);
+    ap(l, glu ? 0 : res);
+    af(l, rscale);
+    ai(l, rows);
+    ai(l, (int)k);
+    *done = 1;
+    return BRASA_OK;
+}
+
 static brasa_status plan_matmul(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
@@ -1362,6 +1444,14 @@ static brasa_status plan_matmul(struct pb *b, int i)
         rscale = a->p.f[0];
         if ((st = dev_of(b, a->in[0], &res)))
             return st;
+    }
+    if (b->s->mf && T == 1 && w->type == T_Q4_K && !wt2 && rq < 0 &&
+        nm == (glu ? 2 : 1) && !(b->q_src == key && b->q_mode == qm)) {
+        int done = 0;
+        if ((st = plan_mf(b, i, glu, k, r[0], x, nw, eps, W, y, bias, res, rscale, &done)))
+            return st;
+        if (done)
+            return BRASA_OK;
     }
     /* decode products of Q8_0 / Q4_0 weights convert their own activation (mvd.cu XC; tg128
      * 1.5B Q8_0 940 -> 1027 tok/s, 7B Q8_0 380 -> 402; not the K formats: 7B Q4_K_M 465 ->

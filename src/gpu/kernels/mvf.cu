@@ -1,0 +1,256 @@
+// mvf.cu: the decode product y = W x of Q4_K weights that reads the activation as F32, with no
+// int8 conversion launch (quant_act) before it, and does its arithmetic on the tensor cores
+// (mma.sync m16n8k16, F16 in, F32 sums; sm_80 and later, CUDA only). With NORM the RMSNorm
+// before the product is folded in: its weights multiply the activation as it is read, and
+// 1 / RMS, whose sum of squares the block gathers from the same loads, scales the sums at the
+// end, so no launch and no barrier stand between the previous kernel and the first product.
+//
+// A warp takes 16 x RG weight rows (GLU: 16 rows of gate and the same 16 of up). For each
+// super-block (256 values) lane l holds rows l / 4 and l / 4 + 8 of each 16, and of those
+// rows the 32 bytes of chunk c = l % 4 (sub-blocks 2c and 2c + 1: low and high nibbles). A
+// pair of nibbles becomes an F16 pair with one LOP3: 1024 + n (low) or 1024 + 16 n (high).
+// The eight columns of the mma's B stand for the eight sub-blocks: column 2c holds only
+// sub-block 2c's activations, so D[row][j] is sub-block j's dot and lands in the lane that
+// holds sub-block j's scales (the lane that supplied its weights). The activation enters as
+// F16 values of x (times the norm's weights) times 2^-4, which keeps F16 from overflowing
+// for |x| up to 10^6; the 1024 offsets and the minima come out through each sub-block's sum
+// of the same F16 values: dot = s0 D0 + s1 D1 - (1024 s0 + m0) X0 - (1024 s1 + m1) X1.
+// The KS warps of a block take every KS-th super-block of the same rows and add their sums
+// (and their sums of squares) through shared memory at the end.
+// Epilogue as mvd.cu's: y = res + rscale (acc + bias) where res is set; GLU: silu(gate + b0)
+// x (up + b1). The weights are planar (gpu/layout.h): a block's 128 quantized bytes, then
+// after all blocks' their 16-byte headers (d, dmin, the 12 scale bytes).
+// Parameters: RG (row groups of 16 a warp: 1 or 2; GLU: 2), KS (warps a block), GLU, NORM.
+#include "common.cuh"
+
+#ifndef RG
+#define RG 2
+#endif
+#ifndef KS
+#define KS 1
+#endif
+#ifndef GLU
+#define GLU 0
+#endif
+#ifndef NORM
+#define NORM 0
+#endif
+#if GLU && RG != 2
+#error "GLU: RG 2 (gate and up)"
+#endif
+
+#define MVF_PRE 0.0625f // the activation's scale in F16
+
+__device__ __forceinline__ uint4 mvf_ld(const u8 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void mvf_mma(float d[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// F16 pair of x0, x1 (x0 in the low half) and the pair back as F32
+__device__ __forceinline__ u32 mvf_pack(float x0, float x1)
+{
+    u32 u;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(x1), "f"(x0));
+    return u;
+}
+__device__ __forceinline__ float mvf_sum2(u32 u)
+{
+    return h2f((u16)(u & 0xFFFF)) + h2f((u16)(u >> 16));
+}
+
+// the weights of sub-blocks 2c, 2c + 1 from a header (d | dmin, scales[12]): s0, s1 (the
+// high nibbles' 1 / 16 folded in), m0, m1 (dmin times the minima)
+__device__ __forceinline__ void mvf_scales(uint4 h, int c, float &s0, float &s1, float &m0,
+                                           float &m1)
+{
+    const int u = 16 * (c & 1);
+    const u32 A = (h.y >> u) & 0xFFFF, B = (h.z >> u) & 0xFFFF, C = (h.w >> u) & 0xFFFF;
+    const u32 sp = c < 2 ? A & 0x3F3F : (C & 0x0F0F) | ((A >> 2) & 0x3030);
+    const u32 mp = c < 2 ? B & 0x3F3F : ((C >> 4) & 0x0F0F) | ((B >> 2) & 0x3030);
+    const float d = h2f((u16)(h.x & 0xFFFF)), dm = h2f((u16)(h.x >> 16));
+    s0 = d * (float)(sp & 0xFF);
+    s1 = d * (float)(sp >> 8) * 0.0625f;
+    m0 = dm * (float)(mp & 0xFF);
+    m1 = dm * (float)(mp >> 8);
+}
+
+// Grid: rows / (16 RG) blocks (GLU: rows / 16), 32 KS threads each.
+extern "C" __global__ void __launch_bounds__(32 * KS)
+mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, float *y,
+    const float *b0, const float *b1, const float *res, float rscale, int rows, int k)
+{
+    const int lane = lane_id(), warp = wave_id();
+    const int c = lane & 3, r = lane >> 2, n = lane >> 2;
+    const int nsb = k / 256;
+    const i64 nb = (i64)rows * nsb; // blocks of each weight
+    const int row0 = (int)blockIdx.x * (GLU ? 16 : 16 * RG);
+    // block index of (row, super-block 0) of each of the lane's rows, and the weight
+    i64 bi[RG][2];
+    const u8 *wq[RG];
+#pragma unroll
+    for (int q = 0; q < RG; q++) {
+        const int rr = GLU ? row0 : row0 + 16 * q;
+        wq[q] = GLU && q ? W1 : W0;
+        bi[q][0] = (i64)(rr + r) * nsb;
+        bi[q][1] = (i64)(rr + r + 8) * nsb;
+    }
+    uint4 hd[RG][2], qa[RG][2], qb[RG][2];
+    auto load = [&](int sb) {
+#pragma unroll
+        for (int q = 0; q < RG; q++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const i64 b = bi[q][e] + sb;
+                const u8 *p = wq[q] + b * 128 + 32 * c;
+                qa[q][e] = mvf_ld(p);
+                qb[q][e] = mvf_ld(p + 16);
+                hd[q][e] = mvf_ld(wq[q] + nb * 128 + b * 16);
+            }
+    };
+    // the first super-block's weights before the wait (nothing writes them), each next one's
+    // once the current one's are in the products
+    if (warp < nsb)
+        load(warp);
+    pdl_wait();
+    pdl_launch();
+    // lanes that feed B: n == 2c (sub-block 2c) or n == 2c + 1; where their values lie
+    const bool lo = n == 2 * c, hi = n == 2 * c + 1;
+    const int src0 = 8 * c + (hi ? 4 : 0);
+    float acc[RG][2];
+#pragma unroll
+    for (int q = 0; q < RG; q++)
+        acc[q][0] = acc[q][1] = 0.f;
+    float ss = 0.f;
+    for (int sb = warp; sb < nsb; sb += KS) {
+        // this lane's 8 activations, x[256 sb + 8 lane ...]: F16 pairs (0,2) (1,3) (4,6) (5,7)
+        const float4 *xp = (const float4 *)(x + (i64)sb * 256 + 8 * lane);
+        const float4 xa = xp[0], xb = xp[1];
+        float v[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#if NORM
+        const float4 *gp = (const float4 *)(normw + (i64)sb * 256 + 8 * lane);
+        const float4 ga = gp[0], gb = gp[1];
+        const float gv[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            ss = fmaf(v[i], v[i], ss);
+            v[i] *= gv[i] * MVF_PRE;
+        }
+#else
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            v[i] *= MVF_PRE;
+#endif
+        const u32 pu[4] = {mvf_pack(v[0], v[2]), mvf_pack(v[1], v[3]), mvf_pack(v[4], v[6]),
+                           mvf_pack(v[5], v[7])};
+        // each sub-block's sum of those F16 values: lanes 4j..4j+3 hold sub-block j
+        float xs = mvf_sum2(pu[0]) + mvf_sum2(pu[1]) + mvf_sum2(pu[2]) + mvf_sum2(pu[3]);
+        xs += shfl_xor(xs, 1);
+        xs += shfl_xor(xs, 2);
+        const float X0 = shfl(xs, 8 * c), X1 = shfl(xs, 8 * c + 4);
+        float d[RG][4];
+#pragma unroll
+        for (int q = 0; q < RG; q++)
+            d[q][0] = d[q][1] = d[q][2] = d[q][3] = 0.f;
+        // word j of the chunk, bytes shifted by 8 h: low nibbles of bytes h, h + 2 (slots 2c,
+        // 2c + 1 of sub-block 2c) and their high nibbles (slots 2c + 8, 2c + 9: sub-block
+        // 2c + 1); their activations, values 4j + h and 4j + h + 2 of the sub-block, are pair
+        // 2 (j & 1) + h of lane 8c + j / 2 (+ 4 for sub-block 2c + 1)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const u32 val = shfl(pu[(j & 1) * 2 + h], src0 + j / 2);
+                const u32 bl = lo ? val : 0u, bh = hi ? val : 0u;
+#pragma unroll
+                for (int q = 0; q < RG; q++) {
+                    const u32 w0 = (j < 4 ? (&qa[q][0].x)[j] : (&qb[q][0].x)[j - 4]) >> (8 * h);
+                    const u32 w1 = (j < 4 ? (&qa[q][1].x)[j] : (&qb[q][1].x)[j - 4]) >> (8 * h);
+                    mvf_mma(d[q], (w0 & 0x000F000Fu) | 0x64006400u, (w1 & 0x000F000Fu) | 0x64006400u,
+                            (w0 & 0x00F000F0u) | 0x64006400u, (w1 & 0x00F000F0u) | 0x64006400u,
+                            bl, bh);
+                }
+            }
+        uint4 hc[RG][2];
+#pragma unroll
+        for (int q = 0; q < RG; q++)
+            hc[q][0] = hd[q][0], hc[q][1] = hd[q][1];
+        if (sb + KS < nsb)
+            load(sb + KS);
+#pragma unroll
+        for (int q = 0; q < RG; q++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float s0, s1, m0, m1;
+                mvf_scales(hc[q][e], c, s0, s1, m0, m1);
+                acc[q][e] += s0 * d[q][2 * e] + s1 * d[q][2 * e + 1] - (1024.f * s0 + m0) * X0 -
+                             (1024.f * s1 + m1) * X1;
+            }
+    }
+    // each row's sum over the lanes of its chunks, then over the block's warps
+    __shared__ float red[KS][16 * RG + 1];
+#pragma unroll
+    for (int q = 0; q < RG; q++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float a = acc[q][e];
+            a += shfl_xor(a, 1);
+            a += shfl_xor(a, 2);
+            if (c == 0)
+                red[warp][16 * q + 8 * e + r] = a;
+        }
+#if NORM
+    ss = warp_sum(ss);
+    if (lane == 0)
+        red[warp][16 * RG] = ss;
+#else
+    (void)normw, (void)eps, (void)ss;
+#endif
+    __syncthreads();
+    if (warp)
+        return;
+    float so = 1.0f / MVF_PRE;
+#if NORM
+    {
+        float t = 0.f;
+        for (int w = 0; w < KS; w++)
+            t += red[w][16 * RG];
+        so *= rsqrtf(t / (float)k + eps);
+    }
+#endif
+    for (int i = lane; i < (GLU ? 16 : 16 * RG); i += 32) {
+        float a = 0.f;
+        for (int w = 0; w < KS; w++)
+            a += red[w][i];
+        a *= so;
+        const int row = row0 + i;
+#if GLU
+        float u = 0.f;
+        for (int w = 0; w < KS; w++)
+            u += red[w][16 + i];
+        u *= so;
+        if (b0)
+            a += b0[row];
+        if (b1)
+            u += b1[row];
+        y[row] = silu_f(a) * u;
+        (void)res, (void)rscale;
+#else
+        (void)W1, (void)b1;
+        if (b0)
+            a += b0[row];
+        y[row] = res ? res[row] + a * rscale : a;
+#endif
+    }
+}
