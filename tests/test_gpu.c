@@ -533,8 +533,9 @@ TEST(decode_qkv_of_two_types)
     }
 }
 
-/* Q4_K decode products on the tensor cores reading the F32 activation (mvf.cu, BRASA_GPU_MF=1):
- * every family's Q4_K_M fixture against its goldens and the CPU within the usual bounds (the
+/* Q4_K decode products on the tensor cores reading the F32 activation (mvf.cu, BRASA_GPU_MF=1;
+ * =2: Q6_K too): every family's Q4_K_M (and Q6_K) fixture against its goldens and the CPU
+ * within the usual bounds (the
  * activation in F16 where quant_act's int8 values were); and in the decode plans a gate+up
  * launch of mvf a layer, with fewer quant_act launches than without. */
 TEST(decode_q4k_on_tensor_cores)
@@ -545,13 +546,18 @@ TEST(decode_q4k_on_tensor_cores)
     snprintf(probe, sizeof probe, "%s", test_shared_path("fixtures/llama.Q4_K_M.gguf"));
     if (!test_file_exists(probe))
         SKIP("fixtures not found (set BRASA_SHARED)");
-    double wg = 0, wc = 0;
-    setenv("BRASA_GPU_MF", "1", 1);
-    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++)
-        check_file(archs[a], "Q4_K_M", &wg, &wc);
-    unsetenv("BRASA_GPU_MF");
-    printf("  worst error / bound (Q4_K on the tensor cores): vs golden %.2f, vs CPU %.2f\n", wg,
-           wc);
+    for (int mf = 1; mf <= 2; mf++) { /* Q4_K; Q4_K and Q6_K */
+        double wg = 0, wc = 0;
+        setenv("BRASA_GPU_MF", mf == 1 ? "1" : "2", 1);
+        for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+            check_file(archs[a], "Q4_K_M", &wg, &wc);
+            if (mf == 2)
+                check_file(archs[a], "Q6_K", &wg, &wc);
+        }
+        unsetenv("BRASA_GPU_MF");
+        printf("  worst error / bound (%s on the tensor cores): vs golden %.2f, vs CPU %.2f\n",
+               mf == 1 ? "Q4_K" : "Q4_K and Q6_K", wg, wc);
+    }
     static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q4_K_M.gguf"};
     static const char *const on[] = {"BRASA_GPU_MF", "1", NULL}, *const off[] = {NULL};
     static const char *const names[] = {"mvf_glu", "quant_act"};

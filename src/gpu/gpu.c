@@ -112,7 +112,7 @@ struct gpu {
     struct { int hd, f16; CUmodule m; CUfunction fn[2]; } ak[5]; /* attn, attn_merge */
     CUmodule m_qm[5];
     CUfunction k_qm[5];
-    struct { int key; CUmodule m; CUfunction fn; } mf[24]; /* mvf.cu variants, when first used */
+    struct { int key; CUmodule m; CUfunction fn; } mf[32]; /* mvf.cu variants, when first used */
     int n_mf;
     bool spec;
     struct mv_kernel mv[96];
@@ -294,7 +294,7 @@ struct gpu_sess {
     int wmin;                /* decode products split along k below this many warps per SM
                               * (BRASA_GPU_MVD_WMIN; 0: by type, plan_matmul) */
     int mf, mf_ks, mf_rg;    /* Q4_K decode products reading the F32 activation on the tensor
-                              * cores (mvf.cu; BRASA_GPU_MF=1), and their warps a block and row
+                              * cores (mvf.cu; BRASA_GPU_MF=1, =2: and Q6_K), and their warps a block and row
                               * groups a warp where set (BRASA_GPU_MF_KS, _RG: measurements) */
     int mvd_xc;              /* decode products that convert their own activation (mvd.cu
                               * XC): 1 those gpu_mvd_xc names, 0 none, 2 every one, 3
@@ -718,11 +718,11 @@ static brasa_status get_quant(struct gpu *g, int mode, CUfunction *fn, struct br
 
 /* mvf.cu (the Q4_K decode product on the tensor cores) for rg row groups a warp, ks warps a
  * block, gate+up and the RMSNorm folded in or not */
-static brasa_status get_mf(struct gpu *g, int rg, int ks, int glu, int norm, CUfunction *fn,
-                           struct brasa_err *err)
+static brasa_status get_mf(struct gpu *g, uint32_t wt, int rg, int ks, int glu, int norm,
+                           CUfunction *fn, struct brasa_err *err)
 {
     static const char *const name = "mvf";
-    const int key = rg | ks << 2 | glu << 8 | norm << 9;
+    const int key = rg | ks << 2 | glu << 8 | norm << 9 | (int)wt << 10;
     for (int i = 0; i < g->n_mf; i++)
         if (g->mf[i].key == key) {
             *fn = g->mf[i].fn;
@@ -730,8 +730,9 @@ static brasa_status get_mf(struct gpu *g, int rg, int ks, int glu, int norm, CUf
         }
     if (g->n_mf == (int)(sizeof g->mf / sizeof g->mf[0]))
         return brasa_fail(err, BRASA_EUNSUPPORTED, "mvf: too many variants");
-    struct jit_def defs[4] = {{"RG", rg}, {"KS", ks}, {"GLU", glu}, {"NORM", norm}};
-    brasa_status st = load_module(g, "mvf.cu", defs, 4, &name, 1, &g->mf[g->n_mf].m,
+    struct jit_def defs[5] = {{"QT", (long)wt}, {"RG", rg}, {"KS", ks}, {"GLU", glu},
+                              {"NORM", norm}};
+    brasa_status st = load_module(g, "mvf.cu", defs, 5, &name, 1, &g->mf[g->n_mf].m,
                                   &g->mf[g->n_mf].fn, err);
     if (st != BRASA_OK)
         return st;
@@ -1278,14 +1279,14 @@ static bool read_elsewhere(const struct graph *g, int i, int except)
  * block's, the input and norm weights 16-byte aligned, no output over the input, which every
  * block reads whole). Warps a block: the fewest (of 1-16) that give the launch 8 warps an SM,
  * each with at least two super-blocks; row groups: 2 where that gives a block an SM. */
-static brasa_status plan_mf(struct pb *b, int i, int glu, long k, int rows, CUdeviceptr x,
+static brasa_status plan_mf(struct pb *b, int i, uint32_t wt, int glu, long k, int rows, CUdeviceptr x,
                             CUdeviceptr nw, float eps, const CUdeviceptr *W, const CUdeviceptr *y,
                             const CUdeviceptr *bias, CUdeviceptr res, float rscale, int *done)
 {
     struct gpu *g = b->s->g;
     int nsb = (int)(k / 256);
-    int rg = glu ? 2 : b->s->mf_rg == 1 || b->s->mf_rg == 2 ? b->s->mf_rg
-                                                            : rows / 32 >= g->n_sm ? 2 : 1;
+    int rg = glu ? 2 : wt == T_Q6_K ? 1 : b->s->mf_rg == 1 || b->s->mf_rg == 2 ? b->s->mf_rg
+                                          : rows / 32 >= g->n_sm ? 2 : 1;
     int rpb = glu ? 16 : 16 * rg;
     if (k % 256 || rows % rpb || ((x | nw) & 15) || (y[0] < x + (CUdeviceptr)k * 4 &&
                                                      x < y[0] + (CUdeviceptr)rows * 4))
@@ -1298,7 +1299,7 @@ static brasa_status plan_mf(struct pb *b, int i, int glu, long k, int rows, CUde
         b->s->mf_ks == 16)
         ks = b->s->mf_ks;
     CUfunction fn = NULL;
-    brasa_status st = get_mf(g, rg, ks, glu, nw != 0, &fn, b->err);
+    brasa_status st = get_mf(g, wt, rg, ks, glu, nw != 0, &fn, b->err);
     if (st != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", b->g->nodes[i].name);
     int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
@@ -1445,10 +1446,11 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if ((st = dev_of(b, a->in[0], &res)))
             return st;
     }
-    if (b->s->mf && T == 1 && w->type == T_Q4_K && !wt2 && rq < 0 &&
-        nm == (glu ? 2 : 1) && !(b->q_src == key && b->q_mode == qm)) {
+    if (b->s->mf && T == 1 && (w->type == T_Q4_K || (b->s->mf >= 2 && w->type == T_Q6_K && !glu)) &&
+        !wt2 && rq < 0 && nm == (glu ? 2 : 1) && !(b->q_src == key && b->q_mode == qm)) {
         int done = 0;
-        if ((st = plan_mf(b, i, glu, k, r[0], x, nw, eps, W, y, bias, res, rscale, &done)))
+        if ((st = plan_mf(b, i, w->type, glu, k, r[0], x, nw, eps, W, y, bias, res, rscale,
+                          &done)))
             return st;
         if (done)
             return BRASA_OK;

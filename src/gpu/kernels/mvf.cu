@@ -20,9 +20,18 @@
 // Epilogue as mvd.cu's: y = res + rscale (acc + bias) where res is set; GLU: silu(gate + b0)
 // x (up + b1). The weights are planar (gpu/layout.h): a block's 128 quantized bytes, then
 // after all blocks' their 16-byte headers (d, dmin, the 12 scale bytes).
-// Parameters: RG (row groups of 16 a warp: 1 or 2; GLU: 2), KS (warps a block), GLU, NORM.
+// Q6_K (QT): each half super-block (128 values) in turn, its eight sub-blocks of 16 standing for
+// the columns: lane c holds bytes 16c.. of the half's low bits (sub-blocks c and c + 4: low and
+// high nibbles) and the two high bits of each from qh, made into 6-bit bytes and F16 pairs
+// 1024 + q; dot = d (sc_c (D0 - 1056 X0) + sc_c+4 (D1 - 1056 X1)). Rows of one group (RG 1), no
+// GLU. Planar: ql[128] | qh[64] | scales[16] | d.
+// Parameters: QT (T_Q4_K or T_Q6_K), RG (row groups of 16 a warp: 1 or 2; GLU: 2), KS (warps a
+// block), GLU, NORM.
 #include "common.cuh"
 
+#ifndef QT
+#define QT T_Q4_K
+#endif
 #ifndef RG
 #define RG 2
 #endif
@@ -37,6 +46,9 @@
 #endif
 #if GLU && RG != 2
 #error "GLU: RG 2 (gate and up)"
+#endif
+#if QT == T_Q6_K && (RG != 1 || GLU)
+#error "Q6_K: RG 1, no GLU"
 #endif
 
 #define MVF_PRE 0.0625f // the activation's scale in F16
@@ -106,6 +118,97 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
         bi[q][0] = (i64)(rr + r) * nsb;
         bi[q][1] = (i64)(rr + r + 8) * nsb;
     }
+#if QT == T_Q6_K
+    // per row: the low bits of both halves (bytes 16c.. of each 64), their high bits (bytes
+    // 16 (c & 1).. of each 32), the scales, d
+    uint4 la[2][2], ha[2][2], sh[2];
+    u32 dd[2];
+    auto load = [&](int sb) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const i64 b = bi[0][e] + sb;
+#pragma unroll
+            for (int f = 0; f < 2; f++) {
+                la[e][f] = mvf_ld(wq[0] + b * 128 + 64 * f + 16 * c);
+                ha[e][f] = mvf_ld(wq[0] + nb * 128 + b * 64 + 32 * f + 16 * (c & 1));
+            }
+            sh[e] = mvf_ld(wq[0] + nb * 192 + b * 16);
+            dd[e] = *(const u16 *)(wq[0] + nb * 208 + b * 2);
+        }
+    };
+    if (warp < nsb)
+        load(warp);
+    pdl_wait();
+    pdl_launch();
+    const bool lo = n == 2 * c, hi = n == 2 * c + 1;
+    const int src0 = 4 * c + (hi ? 16 : 0), hs = 2 * (c >> 1); // (c >= 2: quarters 1 and 3)
+    float acc[1][2] = {{0.f, 0.f}};
+    float ss = 0.f;
+    for (int sb = warp; sb < nsb; sb += KS) {
+        uint4 lc[2][2], hc2[2][2], sc[2];
+        u32 dc[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            lc[e][0] = la[e][0], lc[e][1] = la[e][1], hc2[e][0] = ha[e][0], hc2[e][1] = ha[e][1];
+            sc[e] = sh[e], dc[e] = dd[e];
+        }
+        if (sb + KS < nsb)
+            load(sb + KS);
+#pragma unroll
+        for (int f = 0; f < 2; f++) {
+            // this lane's 4 activations of the half, x[256 sb + 128 f + 4 lane ...]
+            float4 xa = *(const float4 *)(x + (i64)sb * 256 + 128 * f + 4 * lane);
+            float v[4] = {xa.x, xa.y, xa.z, xa.w};
+#if NORM
+            const float4 ga = *(const float4 *)(normw + (i64)sb * 256 + 128 * f + 4 * lane);
+            const float gv[4] = {ga.x, ga.y, ga.z, ga.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                ss = fmaf(v[i], v[i], ss);
+                v[i] *= gv[i] * MVF_PRE;
+            }
+#else
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v[i] *= MVF_PRE;
+#endif
+            const u32 pu[2] = {mvf_pack(v[0], v[2]), mvf_pack(v[1], v[3])};
+            float xs = mvf_sum2(pu[0]) + mvf_sum2(pu[1]);
+            xs += shfl_xor(xs, 1);
+            xs += shfl_xor(xs, 2);
+            const float X0 = shfl(xs, 4 * c), X1 = shfl(xs, 16 + 4 * c);
+            float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                u32 q6l[2], q6h[2];
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const u32 L = (&lc[e][f].x)[j], H = (&hc2[e][f].x)[j] >> hs;
+                    q6l[e] = (L & 0x0F0F0F0Fu) | ((H << 4) & 0x30303030u);
+                    q6h[e] = ((L >> 4) & 0x0F0F0F0Fu) | (H & 0x30303030u);
+                }
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const u32 val = shfl(pu[h], src0 + j);
+                    const u32 bl = lo ? val : 0u, bh = hi ? val : 0u;
+                    mvf_mma(d, ((q6l[0] >> (8 * h)) & 0x00FF00FFu) | 0x64006400u,
+                            ((q6l[1] >> (8 * h)) & 0x00FF00FFu) | 0x64006400u,
+                            ((q6h[0] >> (8 * h)) & 0x00FF00FFu) | 0x64006400u,
+                            ((q6h[1] >> (8 * h)) & 0x00FF00FFu) | 0x64006400u, bl, bh);
+                }
+            }
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                // scales 8f + c and 8f + c + 4: byte c of words 2f and 2f + 1
+                const u32 w = (&sc[e].x)[2 * f], w4 = (&sc[e].x)[2 * f + 1];
+                const float dv = h2f((u16)dc[e]);
+                const float s0 = dv * (float)(i8)((w >> (8 * c)) & 0xFF);
+                const float s1 = dv * (float)(i8)((w4 >> (8 * c)) & 0xFF);
+                acc[0][e] += s0 * (d[2 * e] - 1056.f * X0) + s1 * (d[2 * e + 1] - 1056.f * X1);
+            }
+        }
+    }
+#else
     uint4 hd[RG][2], qa[RG][2], qb[RG][2];
     auto load = [&](int sb) {
 #pragma unroll
@@ -198,6 +301,7 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
                              (1024.f * s1 + m1) * X1;
             }
     }
+#endif
     // each row's sum over the lanes of its chunks, then over the block's warps
     __shared__ float red[KS][16 * RG + 1];
 #pragma unroll
