@@ -52,6 +52,7 @@
 #endif
 
 #define MVF_PRE 0.0625f // the activation's scale in F16
+#define MK 0x64006400u   // two F16 1024s
 
 __device__ __forceinline__ uint4 mvf_ld(const u8 *p)
 {
@@ -68,6 +69,14 @@ __device__ __forceinline__ void mvf_mma(float d[4], u32 a0, u32 a1, u32 a2, u32 
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// (a & m) | k in one LOP3 (written as C, the compiler makes two, one immediate each)
+__device__ __forceinline__ u32 mvf_lop(u32 a, u32 m, u32 k)
+{
+    u32 d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(m), "r"(k));
+    return d;
 }
 
 // F16 pair of x0, x1 (x0 in the low half) and the pair back as F32
@@ -191,10 +200,10 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
                 for (int h = 0; h < 2; h++) {
                     const u32 val = shfl(pu[h], src0 + j);
                     const u32 bl = lo ? val : 0u, bh = hi ? val : 0u;
-                    mvf_mma(d, ((q6l[0] >> (8 * h)) & 0x00FF00FFu) | 0x64006400u,
-                            ((q6l[1] >> (8 * h)) & 0x00FF00FFu) | 0x64006400u,
-                            ((q6h[0] >> (8 * h)) & 0x00FF00FFu) | 0x64006400u,
-                            ((q6h[1] >> (8 * h)) & 0x00FF00FFu) | 0x64006400u, bl, bh);
+                    mvf_mma(d, mvf_lop(q6l[0] >> (8 * h), 0x00FF00FFu, MK),
+                            mvf_lop(q6l[1] >> (8 * h), 0x00FF00FFu, MK),
+                            mvf_lop(q6h[0] >> (8 * h), 0x00FF00FFu, MK),
+                            mvf_lop(q6h[1] >> (8 * h), 0x00FF00FFu, MK), bl, bh);
                 }
             }
 #pragma unroll
@@ -280,9 +289,8 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
                 for (int q = 0; q < RG; q++) {
                     const u32 w0 = (j < 4 ? (&qa[q][0].x)[j] : (&qb[q][0].x)[j - 4]) >> (8 * h);
                     const u32 w1 = (j < 4 ? (&qa[q][1].x)[j] : (&qb[q][1].x)[j - 4]) >> (8 * h);
-                    mvf_mma(d[q], (w0 & 0x000F000Fu) | 0x64006400u, (w1 & 0x000F000Fu) | 0x64006400u,
-                            (w0 & 0x00F000F0u) | 0x64006400u, (w1 & 0x00F000F0u) | 0x64006400u,
-                            bl, bh);
+                    mvf_mma(d[q], mvf_lop(w0, 0x000F000Fu, MK), mvf_lop(w1, 0x000F000Fu, MK),
+                            mvf_lop(w0, 0x00F000F0u, MK), mvf_lop(w1, 0x00F000F0u, MK), bl, bh);
                 }
             }
         uint4 hc[RG][2];
