@@ -293,7 +293,7 @@ struct gpu_sess {
                               * measurement) */
     int wmin;                /* decode products split along k below this many warps per SM
                               * (BRASA_GPU_MVD_WMIN; 0: by type, plan_matmul) */
-    int mf, mf_ks, mf_rg;    /* Q4_K decode products reading the F32 activation on the tensor
+    int mf, mf_ks, mf_rg, mf_la; /* Q4_K decode products reading the F32 activation on the tensor
                               * cores (mvf.cu; BRASA_GPU_MF=1, =2: and Q6_K), and their warps a block and row
                               * groups a warp where set (BRASA_GPU_MF_KS, _RG: measurements) */
     int mvd_xc;              /* decode products that convert their own activation (mvd.cu
@@ -718,11 +718,11 @@ static brasa_status get_quant(struct gpu *g, int mode, CUfunction *fn, struct br
 
 /* mvf.cu (the Q4_K decode product on the tensor cores) for rg row groups a warp, ks warps a
  * block, gate+up and the RMSNorm folded in or not */
-static brasa_status get_mf(struct gpu *g, uint32_t wt, int rg, int ks, int glu, int norm,
+static brasa_status get_mf(struct gpu *g, uint32_t wt, int rg, int ks, int glu, int norm, int la,
                            CUfunction *fn, struct brasa_err *err)
 {
     static const char *const name = "mvf";
-    const int key = rg | ks << 2 | glu << 8 | norm << 9 | (int)wt << 10;
+    const int key = rg | ks << 2 | glu << 8 | norm << 9 | (int)wt << 10 | la << 16;
     for (int i = 0; i < g->n_mf; i++)
         if (g->mf[i].key == key) {
             *fn = g->mf[i].fn;
@@ -730,9 +730,9 @@ static brasa_status get_mf(struct gpu *g, uint32_t wt, int rg, int ks, int glu, 
         }
     if (g->n_mf == (int)(sizeof g->mf / sizeof g->mf[0]))
         return brasa_fail(err, BRASA_EUNSUPPORTED, "mvf: too many variants");
-    struct jit_def defs[5] = {{"QT", (long)wt}, {"RG", rg}, {"KS", ks}, {"GLU", glu},
-                              {"NORM", norm}};
-    brasa_status st = load_module(g, "mvf.cu", defs, 5, &name, 1, &g->mf[g->n_mf].m,
+    struct jit_def defs[6] = {{"QT", (long)wt}, {"RG", rg}, {"KS", ks}, {"GLU", glu},
+                              {"NORM", norm}, {"LA", la}};
+    brasa_status st = load_module(g, "mvf.cu", defs, 6, &name, 1, &g->mf[g->n_mf].m,
                                   &g->mf[g->n_mf].fn, err);
     if (st != BRASA_OK)
         return st;
@@ -935,6 +935,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mf = g->jit.arch >= 80 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MF", 0) : 0;
     s->mf_ks = env_int("BRASA_GPU_MF_KS", 0);
     s->mf_rg = env_int("BRASA_GPU_MF_RG", 0);
+    s->mf_la = !env_is("BRASA_GPU_MF_LA", "0");
     s->top_dev = -1;
     /* (pinned memory is the device's to write at the host's address: unified addressing) */
     s->tk_host = !drv_is_hip(&g->d) && !env_is("BRASA_GPU_TOPK_HOST", "0");
@@ -1299,7 +1300,8 @@ static brasa_status plan_mf(struct pb *b, int i, uint32_t wt, int glu, long k, i
         b->s->mf_ks == 16)
         ks = b->s->mf_ks;
     CUfunction fn = NULL;
-    brasa_status st = get_mf(g, wt, rg, ks, glu, nw != 0, &fn, b->err);
+    brasa_status st = get_mf(g, wt, rg, ks, glu, nw != 0, wt == T_Q6_K || b->s->mf_la, &fn,
+                             b->err);
     if (st != BRASA_OK)
         return brasa_wrap(b->err, st, "matmul %s", b->g->nodes[i].name);
     int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;

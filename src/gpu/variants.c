@@ -186,16 +186,18 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         for (int glu = 0; glu < 2; glu++)
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);
     /* the Q4_K and Q6_K decode products on the tensor cores: 1 or 2 row groups a warp (Q4_K;
-     * 2 with gate+up), 1-16 warps a block, the RMSNorm folded in or not */
+     * 2 with gate+up), 1-16 warps a block, the RMSNorm folded in or not, the next weights
+     * asked for ahead or not (Q4_K) */
     for (int qt = GGML_TYPE_Q4_K; qt <= GGML_TYPE_Q6_K; qt += GGML_TYPE_Q6_K - GGML_TYPE_Q4_K)
         for (int rg = 1; rg <= (qt == GGML_TYPE_Q4_K ? 2 : 1); rg++)
             for (int ks = 1; ks <= 16; ks *= 2)
                 for (int glu = 0; glu <= (rg == 2); glu++)
-                    for (int norm = 0; norm < 2 && n < cap; norm++)
-                        out[n++] = (struct gpu_variant){
-                            .tmpl = "mvf.cu",
-                            .defs = {{"QT", qt}, {"RG", rg}, {"KS", ks}, {"GLU", glu},
-                                     {"NORM", norm}}};
+                    for (int norm = 0; norm < 2; norm++)
+                        for (int la = qt == GGML_TYPE_Q6_K; la < 2 && n < cap; la++)
+                            out[n++] = (struct gpu_variant){
+                                .tmpl = "mvf.cu",
+                                .defs = {{"QT", qt}, {"RG", rg}, {"KS", ks}, {"GLU", glu},
+                                         {"NORM", norm}, {"LA", la}}};
     for (int hd = 64; hd <= 128 && n < cap; hd *= 2) /* prompt attention */
         out[n++] = (struct gpu_variant){.tmpl = "fa.cu", .defs = {{"HD", hd}}};
     return counted(out, n);

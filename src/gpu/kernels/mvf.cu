@@ -26,7 +26,8 @@
 // 1024 + q; dot = d (sc_c (D0 - 1056 X0) + sc_c+4 (D1 - 1056 X1)). Rows of one group (RG 1), no
 // GLU. Planar: ql[128] | qh[64] | scales[16] | d.
 // Parameters: QT (T_Q4_K or T_Q6_K), RG (row groups of 16 a warp: 1 or 2; GLU: 2), KS (warps a
-// block), GLU, NORM.
+// block), GLU, NORM, LA (Q4_K: 1 the next super-block's weights asked for before this one's
+// products, in registers of their own; 0 after them, in the same registers; Q6_K: always 1).
 #include "common.cuh"
 
 #ifndef QT
@@ -43,6 +44,9 @@
 #endif
 #ifndef NORM
 #define NORM 0
+#endif
+#ifndef LA
+#define LA 1
 #endif
 #if GLU && RG != 2
 #error "GLU: RG 2 (gate and up)"
@@ -246,6 +250,16 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
         acc[q][0] = acc[q][1] = 0.f;
     float ss = 0.f;
     for (int sb = warp; sb < nsb; sb += KS) {
+        uint4 ca[RG][2], cb[RG][2], hc[RG][2]; // this super-block's weights
+#pragma unroll
+        for (int q = 0; q < RG; q++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                ca[q][e] = qa[q][e], cb[q][e] = qb[q][e], hc[q][e] = hd[q][e];
+#if LA
+        if (sb + KS < nsb)
+            load(sb + KS);
+#endif
         // this lane's 8 activations, x[256 sb + 8 lane ...]: F16 pairs (0,2) (1,3) (4,6) (5,7)
         const float4 *xp = (const float4 *)(x + (i64)sb * 256 + 8 * lane);
         const float4 xa = xp[0], xb = xp[1];
@@ -287,18 +301,16 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
                 const u32 bl = lo ? val : 0u, bh = hi ? val : 0u;
 #pragma unroll
                 for (int q = 0; q < RG; q++) {
-                    const u32 w0 = (j < 4 ? (&qa[q][0].x)[j] : (&qb[q][0].x)[j - 4]) >> (8 * h);
-                    const u32 w1 = (j < 4 ? (&qa[q][1].x)[j] : (&qb[q][1].x)[j - 4]) >> (8 * h);
+                    const u32 w0 = (j < 4 ? (&ca[q][0].x)[j] : (&cb[q][0].x)[j - 4]) >> (8 * h);
+                    const u32 w1 = (j < 4 ? (&ca[q][1].x)[j] : (&cb[q][1].x)[j - 4]) >> (8 * h);
                     mvf_mma(d[q], mvf_lop(w0, 0x000F000Fu, MK), mvf_lop(w1, 0x000F000Fu, MK),
                             mvf_lop(w0, 0x00F000F0u, MK), mvf_lop(w1, 0x00F000F0u, MK), bl, bh);
                 }
             }
-        uint4 hc[RG][2];
-#pragma unroll
-        for (int q = 0; q < RG; q++)
-            hc[q][0] = hd[q][0], hc[q][1] = hd[q][1];
+#if !LA
         if (sb + KS < nsb)
             load(sb + KS);
+#endif
 #pragma unroll
         for (int q = 0; q < RG; q++)
 #pragma unroll
