@@ -1279,7 +1279,7 @@ static bool read_elsewhere(const struct graph *g, int i, int except)
  * it planned the launch; leaves it 0 where the shapes do not fit (rows a multiple of the
  * block's, the input and norm weights 16-byte aligned, no output over the input, which every
  * block reads whole). Warps a block: the fewest (of 1-16) that give the launch 8 warps an SM,
- * each with at least two super-blocks; row groups: 2 where that gives a block an SM. */
+ * each with at least two super-blocks; row groups (Q4_K): 2 where that gives a block an SM. */
 static brasa_status plan_mf(struct pb *b, int i, uint32_t wt, int glu, long k, int rows, CUdeviceptr x,
                             CUdeviceptr nw, float eps, const CUdeviceptr *W, const CUdeviceptr *y,
                             const CUdeviceptr *bias, CUdeviceptr res, float rscale, int *done)
@@ -1294,7 +1294,7 @@ static brasa_status plan_mf(struct pb *b, int i, uint32_t wt, int glu, long k, i
         return BRASA_OK;
     long blocks = rows / rpb;
     int ks = 1;
-    while (ks < 16 && blocks * ks < 8L * g->n_sm && nsb >= 4 * ks)
+    while (ks < 16 && blocks * ks < 8L * g->n_sm && nsb >= 2 * ks)
         ks *= 2;
     if (b->s->mf_ks == 1 || b->s->mf_ks == 2 || b->s->mf_ks == 4 || b->s->mf_ks == 8 ||
         b->s->mf_ks == 16)

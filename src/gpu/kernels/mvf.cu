@@ -190,7 +190,7 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
             xs += shfl_xor(xs, 1);
             xs += shfl_xor(xs, 2);
             const float X0 = shfl(xs, 4 * c), X1 = shfl(xs, 16 + 4 * c);
-            float d[4] = {0.f, 0.f, 0.f, 0.f};
+            float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}; // (even, odd words)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 u32 q6l[2], q6h[2];
@@ -204,7 +204,7 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
                 for (int h = 0; h < 2; h++) {
                     const u32 val = shfl(pu[h], src0 + j);
                     const u32 bl = lo ? val : 0u, bh = hi ? val : 0u;
-                    mvf_mma(d, mvf_lop(q6l[0] >> (8 * h), 0x00FF00FFu, MK),
+                    mvf_mma(d[j & 1], mvf_lop(q6l[0] >> (8 * h), 0x00FF00FFu, MK),
                             mvf_lop(q6l[1] >> (8 * h), 0x00FF00FFu, MK),
                             mvf_lop(q6h[0] >> (8 * h), 0x00FF00FFu, MK),
                             mvf_lop(q6h[1] >> (8 * h), 0x00FF00FFu, MK), bl, bh);
@@ -217,7 +217,8 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
                 const float dv = h2f((u16)dc[e]);
                 const float s0 = dv * (float)(i8)((w >> (8 * c)) & 0xFF);
                 const float s1 = dv * (float)(i8)((w4 >> (8 * c)) & 0xFF);
-                acc[0][e] += s0 * (d[2 * e] - 1056.f * X0) + s1 * (d[2 * e + 1] - 1056.f * X1);
+                acc[0][e] += s0 * (d[0][2 * e] + d[1][2 * e] - 1056.f * X0) +
+                             s1 * (d[0][2 * e + 1] + d[1][2 * e + 1] - 1056.f * X1);
             }
         }
     }
@@ -285,10 +286,12 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
         xs += shfl_xor(xs, 1);
         xs += shfl_xor(xs, 2);
         const float X0 = shfl(xs, 8 * c), X1 = shfl(xs, 8 * c + 4);
-        float d[RG][4];
+        float d[2][RG][4]; // (two chains of products: even and odd words)
 #pragma unroll
-        for (int q = 0; q < RG; q++)
-            d[q][0] = d[q][1] = d[q][2] = d[q][3] = 0.f;
+        for (int t = 0; t < 2; t++)
+#pragma unroll
+            for (int q = 0; q < RG; q++)
+                d[t][q][0] = d[t][q][1] = d[t][q][2] = d[t][q][3] = 0.f;
         // word j of the chunk, bytes shifted by 8 h: low nibbles of bytes h, h + 2 (slots 2c,
         // 2c + 1 of sub-block 2c) and their high nibbles (slots 2c + 8, 2c + 9: sub-block
         // 2c + 1); their activations, values 4j + h and 4j + h + 2 of the sub-block, are pair
@@ -303,7 +306,7 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
                 for (int q = 0; q < RG; q++) {
                     const u32 w0 = (j < 4 ? (&ca[q][0].x)[j] : (&cb[q][0].x)[j - 4]) >> (8 * h);
                     const u32 w1 = (j < 4 ? (&ca[q][1].x)[j] : (&cb[q][1].x)[j - 4]) >> (8 * h);
-                    mvf_mma(d[q], mvf_lop(w0, 0x000F000Fu, MK), mvf_lop(w1, 0x000F000Fu, MK),
+                    mvf_mma(d[j & 1][q], mvf_lop(w0, 0x000F000Fu, MK), mvf_lop(w1, 0x000F000Fu, MK),
                             mvf_lop(w0, 0x00F000F0u, MK), mvf_lop(w1, 0x00F000F0u, MK), bl, bh);
                 }
             }
@@ -317,8 +320,9 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
             for (int e = 0; e < 2; e++) {
                 float s0, s1, m0, m1;
                 mvf_scales(hc[q][e], c, s0, s1, m0, m1);
-                acc[q][e] += s0 * d[q][2 * e] + s1 * d[q][2 * e + 1] - (1024.f * s0 + m0) * X0 -
-                             (1024.f * s1 + m1) * X1;
+                acc[q][e] += s0 * (d[0][q][2 * e] + d[1][q][2 * e]) +
+                             s1 * (d[0][q][2 * e + 1] + d[1][q][2 * e + 1]) -
+                             (1024.f * s0 + m0) * X0 - (1024.f * s1 + m1) * X1;
             }
     }
 #endif
