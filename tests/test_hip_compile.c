@@ -129,7 +129,13 @@ TEST(hipcc_compiles_every_variant)
                        f->size, &bad);
     }
     struct gpu_variant v[GV_ALL_MAX];
-    int n = gpu_all_variants(v, GV_ALL_MAX);
+    int n = gpu_all_variants(v, GV_ALL_MAX), m = 0;
+    /* not the CUDA-only templates' variants (on AMD each is one kernel that traps; the
+     * driver-table test below compiles one of each template) */
+    for (int i = 0; i < n; i++)
+        if (!gpu_variant_cuda_only(&v[i]))
+            v[m++] = v[i];
+    n = m;
     REQUIRE(n > 0);
     for (int i = 0; i < n; i++) {
         struct brasa_err err = {{0}};

@@ -1,6 +1,8 @@
 /* variants: the table of kernel modules. */
 #include "gpu/variants.h"
 
+#include <string.h>
+
 #include "quant/quant.h"
 
 const unsigned gpu_matvec_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
@@ -202,3 +204,5 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         out[n++] = (struct gpu_variant){.tmpl = "fa.cu", .defs = {{"HD", hd}}};
     return counted(out, n);
 }
+
+int gpu_variant_cuda_only(const struct gpu_variant *v) { return !strcmp(v->tmpl, "mvf.cu"); }

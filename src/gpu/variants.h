@@ -42,6 +42,9 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, i
  * with room to spare (the tests fail when the count reaches it, as the list would be cut). */
 #define GV_ALL_MAX 768
 int gpu_all_variants(struct gpu_variant *out, int cap);
+/* Whether a variant's template runs on NVIDIA GPUs alone (mvf.cu: on AMD it renders as a
+ * kernel that traps, and the host never picks it there). */
+int gpu_variant_cuda_only(const struct gpu_variant *v);
 /* Weight types with a matvec kernel. */
 extern const unsigned gpu_matvec_types[];
 extern const int gpu_n_matvec_types;

@@ -55,6 +55,16 @@
 #error "Q6_K: RG 1, no GLU"
 #endif
 
+#if BRASA_HIP
+// CUDA only (mma.sync, PTX): the host never picks mvf on AMD GPUs; the template still renders
+// and compiles there (the compile tests take every template), as a kernel that traps.
+extern "C" __global__ void mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw,
+                               float eps, float *y, const float *b0, const float *b1,
+                               const float *res, float rscale, int rows, int k)
+{
+    __builtin_trap();
+}
+#else
 #define MVF_PRE 0.0625f // the activation's scale in F16
 #define MK 0x64006400u   // two F16 1024s
 
@@ -382,3 +392,4 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
 #endif
     }
 }
+#endif
