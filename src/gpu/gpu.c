@@ -293,9 +293,10 @@ struct gpu_sess {
                               * measurement) */
     int wmin;                /* decode products split along k below this many warps per SM
                               * (BRASA_GPU_MVD_WMIN; 0: by type, plan_matmul) */
-    int mf, mf_ks, mf_rg, mf_la; /* Q4_K decode products reading the F32 activation on the tensor
-                              * cores (mvf.cu; BRASA_GPU_MF=1, =2: and Q6_K), and their warps a block and row
-                              * groups a warp where set (BRASA_GPU_MF_KS, _RG: measurements) */
+    int mf, mf_ks, mf_rg, mf_la; /* Q4_K decode products reading the F32 activation on the
+                              * tensor cores (mvf.cu; plan_matmul says where: BRASA_GPU_MF, 1 by
+                              * default), and their warps a block, row groups a warp and loads
+                              * ahead where set (BRASA_GPU_MF_KS, _RG, _LA: measurements) */
     int mvd_xc;              /* decode products that convert their own activation (mvd.cu
                               * XC): 1 those gpu_mvd_xc names, 0 none, 2 every one, 3
                               * those and every other of rows up to 8192
@@ -932,7 +933,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
         s->wmin = 0;
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
-    s->mf = g->jit.arch >= 80 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MF", 0) : 0;
+    s->mf = g->jit.arch >= 80 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MF", 1) : 0;
     s->mf_ks = env_int("BRASA_GPU_MF_KS", 0);
     s->mf_rg = env_int("BRASA_GPU_MF_RG", 0);
     s->mf_la = !env_is("BRASA_GPU_MF_LA", "0");
@@ -1302,8 +1303,12 @@ static brasa_status plan_mf(struct pb *b, int i, uint32_t wt, int glu, long k, i
     CUfunction fn = NULL;
     brasa_status st = get_mf(g, wt, rg, ks, glu, nw != 0, wt == T_Q6_K || b->s->mf_la, &fn,
                              b->err);
-    if (st != BRASA_OK)
-        return brasa_wrap(b->err, st, "matmul %s", b->g->nodes[i].name);
+    if (st != BRASA_OK) { /* (a variant that spills or does not build: the usual path) */
+        if (g->o.verbose)
+            fprintf(stderr, "brasa: matmul %s: %s; quant_act and mvd instead\n",
+                    b->g->nodes[i].name, b->err->msg);
+        return BRASA_OK;
+    }
     int dst = glu ? b->glu[i] : b->resadd[i] >= 0 ? b->resadd[i] : i;
     struct launch *l = L(b, -1, fn, glu ? "mvf_glu" : "mvf", dst, (unsigned)blocks, 1, 1,
                          (unsigned)(32 * ks), 0);
@@ -1448,8 +1453,25 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if ((st = dev_of(b, a->in[0], &res)))
             return st;
     }
-    if (b->s->mf && T == 1 && (w->type == T_Q4_K || (b->s->mf >= 2 && w->type == T_Q6_K && !glu)) &&
-        !wt2 && rq < 0 && nm == (glu ? 2 : 1) && !(b->q_src == key && b->q_mode == qm)) {
+    /* decode products of Q4_K on the tensor cores reading the F32 input (mvf.cu), no quant_act
+     * before them: by default (BRASA_GPU_MF=1) down (a product of one weight reading a
+     * gate+up output) and gate+up of at most 2^24 weights each, the RMSNorm folded in (tg128
+     * on an H100: 1.5B Q4_K_M +1.2%, both needed; 7B +0.6%, down alone: its gate+up was 6%
+     * slower, and the Q6_K products slower too, BENCHMARKS.md);
+     * =2 every Q4_K product of one weight or gate+up, =3 Q6_K ones too, 0 none (measurements).
+     * Never in graphs with a recurrent state: the activation in F16 where quant_act made int8
+     * is other rounding, which the state carries from token to token (the qwen35 fixtures 3x
+     * beyond their bound) */
+    int mf = b->s->mf && T == 1 && !b->recurrent && !wt2 && rq < 0 && nm == (glu ? 2 : 1) &&
+             !(b->q_src == key && b->q_mode == qm) &&
+             (w->type == T_Q4_K || (b->s->mf == 3 && w->type == T_Q6_K && !glu));
+    if (mf && b->s->mf == 1) {
+        bool after_glu = false; /* (down: its input is a gate+up launch's output) */
+        for (int j = 0; j < b->g->n && !glu; j++)
+            after_glu |= b->glu[j] == src;
+        mf = glu ? (long)rows * k <= (1L << 24) : !nw && after_glu;
+    }
+    if (mf) {
         int done = 0;
         if ((st = plan_mf(b, i, w->type, glu, k, r[0], x, nw, eps, W, y, bias, res, rscale,
                           &done)))
