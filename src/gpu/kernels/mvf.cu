@@ -105,6 +105,49 @@ __device__ __forceinline__ float mvf_sum2(u32 u)
     return h2f((u16)(u & 0xFFFF)) + h2f((u16)(u >> 16));
 }
 
+// The lane's N (4 or 8) activations x[o ..] (16-byte aligned), times the norm's weights (with
+// NORM; their squares added to ss first) and MVF_PRE, as F16 pairs (0,2) (1,3) (4,6) (5,7) in
+// pu; returns the sum of those F16 values.
+template <int N>
+__device__ __forceinline__ float mvf_act(const float *x, const float *normw, i64 o, float &ss,
+                                         u32 *pu)
+{
+    float v[N];
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+        const float4 a = *(const float4 *)(x + o + i);
+        v[i] = a.x, v[i + 1] = a.y, v[i + 2] = a.z, v[i + 3] = a.w;
+    }
+#if NORM
+    float gv[N];
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+        const float4 a = *(const float4 *)(normw + o + i);
+        gv[i] = a.x, gv[i + 1] = a.y, gv[i + 2] = a.z, gv[i + 3] = a.w;
+    }
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        ss = fmaf(v[i], v[i], ss);
+        v[i] *= gv[i] * MVF_PRE;
+    }
+#else
+    (void)normw, (void)ss;
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        v[i] *= MVF_PRE;
+#endif
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+        pu[i / 2] = mvf_pack(v[i], v[i + 2]);
+        pu[i / 2 + 1] = mvf_pack(v[i + 1], v[i + 3]);
+    }
+    float xs = mvf_sum2(pu[0]);
+#pragma unroll
+    for (int i = 1; i < N / 2; i++)
+        xs += mvf_sum2(pu[i]);
+    return xs;
+}
+
 // the weights of sub-blocks 2c, 2c + 1 from a header (d | dmin, scales[12]): s0, s1 (the
 // high nibbles' 1 / 16 folded in), m0, m1 (dmin times the minima)
 __device__ __forceinline__ void mvf_scales(uint4 h, int c, float &s0, float &s1, float &m0,
@@ -180,23 +223,8 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
 #pragma unroll
         for (int f = 0; f < 2; f++) {
             // this lane's 4 activations of the half, x[256 sb + 128 f + 4 lane ...]
-            float4 xa = *(const float4 *)(x + (i64)sb * 256 + 128 * f + 4 * lane);
-            float v[4] = {xa.x, xa.y, xa.z, xa.w};
-#if NORM
-            const float4 ga = *(const float4 *)(normw + (i64)sb * 256 + 128 * f + 4 * lane);
-            const float gv[4] = {ga.x, ga.y, ga.z, ga.w};
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                ss = fmaf(v[i], v[i], ss);
-                v[i] *= gv[i] * MVF_PRE;
-            }
-#else
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                v[i] *= MVF_PRE;
-#endif
-            const u32 pu[2] = {mvf_pack(v[0], v[2]), mvf_pack(v[1], v[3])};
-            float xs = mvf_sum2(pu[0]) + mvf_sum2(pu[1]);
+            u32 pu[2];
+            float xs = mvf_act<4>(x, normw, (i64)sb * 256 + 128 * f + 4 * lane, ss, pu);
             xs += shfl_xor(xs, 1);
             xs += shfl_xor(xs, 2);
             const float X0 = shfl(xs, 4 * c), X1 = shfl(xs, 16 + 4 * c);
@@ -272,27 +300,9 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
             load(sb + KS);
 #endif
         // this lane's 8 activations, x[256 sb + 8 lane ...]: F16 pairs (0,2) (1,3) (4,6) (5,7)
-        const float4 *xp = (const float4 *)(x + (i64)sb * 256 + 8 * lane);
-        const float4 xa = xp[0], xb = xp[1];
-        float v[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-#if NORM
-        const float4 *gp = (const float4 *)(normw + (i64)sb * 256 + 8 * lane);
-        const float4 ga = gp[0], gb = gp[1];
-        const float gv[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            ss = fmaf(v[i], v[i], ss);
-            v[i] *= gv[i] * MVF_PRE;
-        }
-#else
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            v[i] *= MVF_PRE;
-#endif
-        const u32 pu[4] = {mvf_pack(v[0], v[2]), mvf_pack(v[1], v[3]), mvf_pack(v[4], v[6]),
-                           mvf_pack(v[5], v[7])};
+        u32 pu[4];
         // each sub-block's sum of those F16 values: lanes 4j..4j+3 hold sub-block j
-        float xs = mvf_sum2(pu[0]) + mvf_sum2(pu[1]) + mvf_sum2(pu[2]) + mvf_sum2(pu[3]);
+        float xs = mvf_act<8>(x, normw, (i64)sb * 256 + 8 * lane, ss, pu);
         xs += shfl_xor(xs, 1);
         xs += shfl_xor(xs, 2);
         const float X0 = shfl(xs, 8 * c), X1 = shfl(xs, 8 * c + 4);
