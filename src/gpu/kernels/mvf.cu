@@ -68,21 +68,11 @@ extern "C" __global__ void mvf(const u8 *W0, const u8 *W1, const float *x, const
 #define MVF_PRE 0.0625f // the activation's scale in F16
 #define MK 0x64006400u   // two F16 1024s
 
-__device__ __forceinline__ uint4 mvf_ld(const u8 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
+// mma_16816 (port.cuh) of the four A registers as they come
 __device__ __forceinline__ void mvf_mma(float d[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    const u32 a[4] = {a0, a1, a2, a3};
+    mma_16816<0>(d, a, b0, b1);
 }
 
 // (a & m) | k in one LOP3 (written as C, the compiler makes two, one immediate each)
@@ -195,10 +185,10 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
             const i64 b = bi[0][e] + sb;
 #pragma unroll
             for (int f = 0; f < 2; f++) {
-                la[e][f] = mvf_ld(wq[0] + b * 128 + 64 * f + 16 * c);
-                ha[e][f] = mvf_ld(wq[0] + nb * 128 + b * 64 + 32 * f + 16 * (c & 1));
+                la[e][f] = ld16_hint<3>(wq[0] + b * 128 + 64 * f + 16 * c);
+                ha[e][f] = ld16_hint<3>(wq[0] + nb * 128 + b * 64 + 32 * f + 16 * (c & 1));
             }
-            sh[e] = mvf_ld(wq[0] + nb * 192 + b * 16);
+            sh[e] = ld16_hint<3>(wq[0] + nb * 192 + b * 16);
             dd[e] = *(const u16 *)(wq[0] + nb * 208 + b * 2);
         }
     };
@@ -269,9 +259,9 @@ mvf(const u8 *W0, const u8 *W1, const float *x, const float *normw, float eps, f
             for (int e = 0; e < 2; e++) {
                 const i64 b = bi[q][e] + sb;
                 const u8 *p = wq[q] + b * 128 + 32 * c;
-                qa[q][e] = mvf_ld(p);
-                qb[q][e] = mvf_ld(p + 16);
-                hd[q][e] = mvf_ld(wq[q] + nb * 128 + b * 16);
+                qa[q][e] = ld16_hint<3>(p);
+                qb[q][e] = ld16_hint<3>(p + 16);
+                hd[q][e] = ld16_hint<3>(wq[q] + nb * 128 + b * 16);
             }
     };
     // the first super-block's weights before the wait (nothing writes them), each next one's

@@ -186,8 +186,8 @@ template <int TR> __device__ __forceinline__ void ldsm_x4(unsigned *r, const voi
 }
 
 // 16 bytes of global memory (16-byte aligned) read once: H 1 streaming (ld.global.cs,
-// evicted first from L1 and L2), 2 an L2 evict-first cache policy and no L1 allocation, 0 a
-// plain load. AMD: a plain load.
+// evicted first from L1 and L2), 2 an L2 evict-first cache policy and no L1 allocation, 3 the
+// read-only path (ld.global.nc), 0 a plain load. AMD: a plain load.
 template <int H> __device__ __forceinline__ uint4 ld16_hint(const void *p)
 {
 #if !BRASA_HIP
@@ -195,6 +195,11 @@ template <int H> __device__ __forceinline__ uint4 ld16_hint(const void *p)
     if (H == 1) {
         asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+        return v;
+    }
+    if (H == 3) {
+        asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
         return v;
     }
     if (H == 2) {
