@@ -1248,6 +1248,12 @@ static int mvd_rows(const struct pb *b, int glu, int nm, const int *r, long k, u
 /* Whether the last launch planned may write [p, p + bytes): its output node's buffer
  * overlaps it, or it was given p itself. A kernel may read memory before its wait only if no
  * such launch wrote it (the launches before that one have finished when its wait starts). */
+/* Whether [a, a + an) and [c, c + cn) share a byte */
+static bool spans_meet(CUdeviceptr a, size_t an, CUdeviceptr c, size_t cn)
+{
+    return a < c + cn && c < a + an;
+}
+
 static bool last_writes(const struct pb *b, CUdeviceptr p, size_t bytes)
 {
     if (!b->p->nl)
@@ -1255,7 +1261,7 @@ static bool last_writes(const struct pb *b, CUdeviceptr p, size_t bytes)
     const struct launch *l = &b->p->l[b->p->nl - 1];
     const struct graph_node *n = &b->g->nodes[l->node];
     CUdeviceptr o = b->ws + n->offset;
-    if (n->nbytes && o < p + bytes && p < o + n->nbytes)
+    if (n->nbytes && spans_meet(o, n->nbytes, p, bytes))
         return true;
     for (int a = 0; a < l->nargs && a < MAX_ARGS; a++)
         if (l->v[a].p == p)
@@ -1287,11 +1293,16 @@ static brasa_status plan_mf(struct pb *b, int i, uint32_t wt, int glu, long k, i
 {
     struct gpu *g = b->s->g;
     int nsb = (int)(k / 256);
-    int rg = glu ? 2 : wt == T_Q6_K ? 1 : b->s->mf_rg == 1 || b->s->mf_rg == 2 ? b->s->mf_rg
-                                          : rows / 32 >= g->n_sm ? 2 : 1;
+    int rg = rows / 32 >= g->n_sm ? 2 : 1;
+    if (b->s->mf_rg == 1 || b->s->mf_rg == 2)
+        rg = b->s->mf_rg;
+    if (glu)
+        rg = 2;
+    else if (wt == T_Q6_K)
+        rg = 1;
     int rpb = glu ? 16 : 16 * rg;
-    if (k % 256 || rows % rpb || ((x | nw) & 15) || (y[0] < x + (CUdeviceptr)k * 4 &&
-                                                     x < y[0] + (CUdeviceptr)rows * 4))
+    if (k % 256 || rows % rpb || ((x | nw) & 15) ||
+        spans_meet(y[0], (size_t)rows * 4, x, (size_t)k * 4))
         return BRASA_OK;
     long blocks = rows / rpb;
     int ks = 1;
@@ -1465,12 +1476,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
     int mf = b->s->mf && T == 1 && !b->recurrent && !wt2 && rq < 0 && nm == (glu ? 2 : 1) &&
              !(b->q_src == key && b->q_mode == qm) &&
              (w->type == T_Q4_K || (b->s->mf == 3 && w->type == T_Q6_K && !glu));
-    if (mf && b->s->mf == 1) {
-        bool after_glu = false; /* (down: its input is a gate+up launch's output) */
-        for (int j = 0; j < b->g->n && !glu; j++)
-            after_glu |= b->glu[j] == src;
-        mf = glu ? (long)rows * k <= (1L << 24) : !nw && after_glu;
-    }
+    if (mf && b->s->mf == 1) /* (down: its input a SWIGLU that a gate+up launch writes) */
+        mf = glu ? (long)rows * k <= (1L << 24)
+                 : !nw && b->g->nodes[src].op == GOP_SWIGLU && b->skip[src];
     if (mf) {
         int done = 0;
         if ((st = plan_mf(b, i, w->type, glu, k, r[0], x, nw, eps, W, y, bias, res, rscale,
@@ -1491,7 +1499,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r, k, w->type) != 2))
         xc = 0;
     for (int j = 0; j < nm && xc; j++)
-        if (y[j] < x + (CUdeviceptr)k * 4 && x < y[j] + (CUdeviceptr)r[j] * 4) {
+        if (spans_meet(y[j], (size_t)r[j] * 4, x, (size_t)k * 4)) {
             xc = 0;
             if (g->o.verbose)
                 fprintf(stderr, "brasa: matmul %s writes over its input: quant_act converts "
@@ -1802,7 +1810,7 @@ static brasa_status plan_node(struct pb *b, int i)
          * (the arena reuses q's buffer after this node): then one block per token, q first */
         long nel = n->ne[0] + (xk ? nek : 0) + (xv ? nev : 0); /* elements per token */
         size_t qb = (size_t)T * (size_t)n->ne[0] * 4, kb = (size_t)T * (size_t)nek * 4;
-        bool ovl = yk && yk < in[0] + qb && in[0] < yk + kb;
+        bool ovl = yk && spans_meet(yk, kb, in[0], qb);
         unsigned nby = ovl ? 1u : (unsigned)((nel + 255) / 256);
         if ((l = L(b, K_ROPE, NULL, NULL, i, (unsigned)T, nby, 1, 256,
                    (unsigned)(n_rot / 2 * 3 * sizeof(float))))) {
