@@ -190,8 +190,9 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
     /* the Q4_K and Q6_K decode products on the tensor cores: 1 or 2 row groups a warp (Q4_K;
      * 2 with gate+up), 1-16 warps a block, the RMSNorm folded in or not, the next weights
      * asked for ahead or not (Q4_K) */
-    for (int qt = GGML_TYPE_Q4_K; qt <= GGML_TYPE_Q6_K; qt += GGML_TYPE_Q6_K - GGML_TYPE_Q4_K)
-        for (int rg = 1; rg <= (qt == GGML_TYPE_Q4_K ? 2 : 1); rg++)
+    static const int mf_types[2] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    for (int ti = 0; ti < 2; ti++)
+        for (int rg = 1, qt = mf_types[ti]; rg <= (qt == GGML_TYPE_Q4_K ? 2 : 1); rg++)
             for (int ks = 1; ks <= 16; ks *= 2)
                 for (int glu = 0; glu <= (rg == 2); glu++)
                     for (int norm = 0; norm < 2; norm++)
