@@ -537,9 +537,9 @@ TEST(decode_qkv_of_two_types)
  * Q4_K_M fixture with every Q4_K product of one weight and gate+up there (BRASA_GPU_MF=2), and
  * with the Q6_K ones too (=3, and the Q6_K fixtures), against its goldens and the CPU within the
  * usual bounds (the activation in F16 where quant_act made int8; qwen35, whose recurrent state
- * would carry that other rounding beyond its bound, keeps quant_act); and in the default decode
- * plans of the llama and qwen2 fixtures a gate+up launch of mvf a layer, and fewer quant_act
- * launches than with BRASA_GPU_MF=0. */
+ * would carry that other rounding beyond its bound, keeps quant_act); and in the decode plans
+ * of the llama and qwen2 fixtures with BRASA_GPU_MF=1 a gate+up launch of mvf a layer, and
+ * fewer quant_act launches than by default (off). */
 TEST(decode_q4k_on_tensor_cores)
 {
     if (!gpu_present())
@@ -561,7 +561,7 @@ TEST(decode_q4k_on_tensor_cores)
                mf == 2 ? "Q4_K" : "Q4_K and Q6_K", wg, wc);
     }
     static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q4_K_M.gguf"};
-    static const char *const on[] = {NULL}, *const off[] = {"BRASA_GPU_MF", "0", NULL};
+    static const char *const on[] = {"BRASA_GPU_MF", "1", NULL}, *const off[] = {NULL};
     static const char *const names[] = {"mvf_glu", "quant_act"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         const char *path = test_shared_path(files[i]);
