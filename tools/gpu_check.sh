@@ -8,10 +8,14 @@
 #   tools/gpu_check.sh sass           (the decode products' machine code: each mvd variant a
 #                                      decode step loads, its defines and the instructions of
 #                                      its loops; sources and SASS in $OUT/kernels)
+#   LLAMA_BENCH=path/to/llama-bench tools/gpu_check.sh vs
+#                                     (llama.cpp's llama-bench on the same files and GPU, between
+#                                      two brasa runs: pp512 and tg128, flash attention off and on;
+#                                      FILES default "7b,q4_k_m 7b,q8_0 1.5b,q4_k_m 1.5b,q8_0")
 #   tools/gpu_check.sh tp             (tensor parallelism: tg128/pp512 with --gpus N for N in
 #                                      GPUS, default 1 2 4 8 up to the GPUs present, against
 #                                      one GPU; FILES default "7b,q4_k_m 32b,q4_k_m")
-# ab, profile, timeline, sass and tp only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m").
+# ab, profile, timeline, sass, vs and tp only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m").
 # Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
@@ -31,7 +35,7 @@ step() { local t0=$SECONDS; "$@"; local rc=$?; echo "   ($((SECONDS - t0)) s, rc
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
   | tee "$out/gpu.txt"
-case $mode in ab | profile | timeline | sass | tp) lean=1 ;; *) lean=0 ;; esac # brasa alone
+case $mode in ab | profile | timeline | sass | tp | vs) lean=1 ;; *) lean=0 ;; esac # brasa alone
 [ $lean = 1 ] || step make -s BUILD=$B -j"$J" $B/tests/test_gpu $B/tests/test_gpu_compile $B/bench/bench_gpu \
   >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; note "build of tests FAILED"; }
 step make -s BUILD=$B -j"$J" $B/brasa >>"$out/build.log" 2>&1 || note "build of brasa failed (see build.log)"
@@ -70,10 +74,21 @@ if [ "$mode" = tp ]; then
 fi
 
 if [ $lean = 1 ]; then # (tp has returned above)
+  [ "$mode" = vs ] && { [ -x "${LLAMA_BENCH:-}" ] || { echo "vs: set LLAMA_BENCH to llama.cpp's llama-bench"; exit 2; }; }
+  [ "$mode" = vs ] && FILES=${FILES:-7b,q4_k_m 7b,q8_0 1.5b,q4_k_m 1.5b,q8_0}
   for spec in ${FILES:-7b,q4_k_m 1.5b,q4_k_m}; do
     set -- ${spec/,/ }
     synth "$1" "$2" || continue
-    if [ "$mode" = ab ]; then
+    if [ "$mode" = vs ]; then
+      # t/s is the last column of both tables; brasa before and after llama.cpp
+      col() { grep -E "$1" | awk -F'|' '{v = $(NF - 1); gsub(/^ +| +$/, "", v); printf "%s; ", v}'; }
+      b1=$($B/brasa bench -m "$f" -p 512 -n 128 -r 3 2>&1)
+      l=$("$LLAMA_BENCH" -m "$f" -p 512 -n 128 -r 3 -ngl 99 -fa 0,1 2>&1)
+      b2=$($B/brasa bench -m "$f" -p 0 -n 128 -r 3 2>&1)
+      echo "$b1"; echo "$l"; echo "$b2"
+      note "vs $1 $2: pp512 brasa $(echo "$b1" | col pp512)| llama.cpp fa 0, 1: $(echo "$l" | col pp512)"
+      note "vs $1 $2: tg128 brasa $(echo "$b1" | col tg128)$(echo "$b2" | col tg128)| llama.cpp fa 0, 1: $(echo "$l" | col tg128)"
+    elif [ "$mode" = ab ]; then
       for cfg in ${AB:-BRASA_GPU_PDL=1}; do
         r=$(env ${cfg//,/ } $B/brasa bench -m "$f" -p 0 -n 128 -r 3 2>&1 | grep tg128 | awk -F'|' '{print $8}')
         note "tg128 $1 $2 [$cfg]: $r"
