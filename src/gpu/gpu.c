@@ -1245,15 +1245,15 @@ static int mvd_rows(const struct pb *b, int glu, int nm, const int *r, long k, u
     }
 }
 
-/* Whether the last launch planned may write [p, p + bytes): its output node's buffer
- * overlaps it, or it was given p itself. A kernel may read memory before its wait only if no
- * such launch wrote it (the launches before that one have finished when its wait starts). */
 /* Whether [a, a + an) and [c, c + cn) share a byte */
 static bool spans_meet(CUdeviceptr a, size_t an, CUdeviceptr c, size_t cn)
 {
     return a < c + cn && c < a + an;
 }
 
+/* Whether the last launch planned may write [p, p + bytes): its output node's buffer
+ * overlaps it, or it was given p itself. A kernel may read memory before its wait only if no
+ * such launch wrote it (the launches before that one have finished when its wait starts). */
 static bool last_writes(const struct pb *b, CUdeviceptr p, size_t bytes)
 {
     if (!b->p->nl)
