@@ -484,6 +484,10 @@ static void view_rows(const struct op_args *a, long r0, long r1, int ith)
 
 static void rope_rows(const struct op_args *a, long r0, long r1, int ith)
 {
+#if defined(__clang__) /* each product and the sum rounded on its own, as the GPU's rope
+                        * (common.cuh rot_lo, rot_hi): GCC contracts none in ISO C mode */
+#pragma STDC FP_CONTRACT OFF
+#endif
     const struct graph_node *n = a->node;
     long hd = n->p.i[0], n_rot = n->p.i[1], mode = n->p.i[2], ne0 = n->ne[0], nh = ne0 / hd;
     float *cs = a->ctx->thr_scratch + (size_t)ith * a->ctx->thr_stride; /* [n_rot/2][cos,sin] */

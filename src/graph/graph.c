@@ -251,8 +251,8 @@ void graph_rope_table(long pos, int half, float ts, float *cs)
 {
     float theta = (float)pos;
     for (int i = 0; i < half; i++) {
-        cs[2 * i] = cosf(theta);
-        cs[2 * i + 1] = sinf(theta);
+        cs[2 * i] = (float)cos((double)theta);
+        cs[2 * i + 1] = (float)sin((double)theta);
         theta *= ts;
     }
 }

@@ -185,7 +185,10 @@ void graph_dump_values(const struct graph_node *n, int pos0, const float *x, voi
 /* A ROPE node's angles, as every backend makes them: the ratio ts = base^(-2 / n_rot) from one
  * pair to the next (graph_rope_ratio), and for position pos cs[2 i], cs[2 i + 1] = the cos and
  * sin of theta_i (i < half), theta_0 = pos and each next one the last times ts, rounded to
- * float at every step (graph_rope_table). */
+ * float at every step (graph_rope_table). The cos and sin are taken in double and rounded once
+ * to float: the same bits from the GPU's libm as from the host's (the float functions differ
+ * by an ulp here and there: CUDA's sinf and cosf are within 2, glibc's within 1), so that a
+ * backend's RoPE paths, and the backends, agree bit for bit. */
 float graph_rope_ratio(const struct graph_node *n);
 void graph_rope_table(long pos, int half, float ts, float *cs);
 

@@ -46,6 +46,18 @@ __device__ __forceinline__ void cache_put(void *cache, long long i, float v, int
         ((float *)cache)[i] = v;
 }
 
+// A RoPE pair (x0, x1) rotated by the angle of cos c, sin s: x0 c - x1 s (rot_lo) and
+// x0 s + x1 c (rot_hi), each product and the sum rounded on its own as the CPU's rope does
+// them (no contraction into an FMA): every RoPE path gives the same bits
+__device__ __forceinline__ float rot_lo(float x0, float x1, float c, float s)
+{
+    return __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+}
+__device__ __forceinline__ float rot_hi(float x0, float x1, float c, float s)
+{
+    return __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 

@@ -745,8 +745,8 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
             v += bpre;
         const float o = shfl_xor(v, 1);
         const int w = grp * NOUT < r0 ? 0 : grp * NOUT < r0 + r1 ? 1 : 2; // (wi, recomputed)
-        if (w < nrope) // as the CPU's rope: x0 c - x1 s, x0 s + x1 c
-            v = (lane & 1) ? o * rs + v * rc : v * rc - o * rs;
+        if (w < nrope) // as the CPU's rope and ops.cu's (rot_lo, rot_hi)
+            v = (lane & 1) ? rot_hi(o, v, rc, rs) : rot_lo(v, o, rc, rs);
         if (!pk.active || lane >= NOUT || row + lane >= pk.rows)
             return;
         const int r = rope_row(row + lane, w < nrope && rmode == 2 ? hd / 2 : 0);

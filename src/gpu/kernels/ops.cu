@@ -100,11 +100,11 @@ __device__ __forceinline__ void rope_elem(const float *x, float *y, int e, int n
     } else if (mode == 2) { // NEOX: pairs (i, i + half)
         int p = i < half ? i : i - half;
         float c = cs[2 * p], s = cs[2 * p + 1];
-        v = i < half ? xh[i] * c - xh[i + half] * s : xh[i - half] * s + xh[i] * c;
+        v = i < half ? rot_lo(xh[i], xh[i + half], c, s) : rot_hi(xh[i - half], xh[i], c, s);
     } else { // NORM: pairs (2p, 2p+1)
         int p = i / 2;
         float c = cs[2 * p], s = cs[2 * p + 1];
-        v = (i & 1) ? xh[i - 1] * s + xh[i] * c : xh[i] * c - xh[i + 1] * s;
+        v = (i & 1) ? rot_hi(xh[i - 1], xh[i], c, s) : rot_lo(xh[i], xh[i + 1], c, s);
     }
     if (y)
         y[e] = v;
@@ -141,8 +141,10 @@ extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcach
     }
     __syncthreads();
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        cs[2 * i] = cosf(th[i]);
-        cs[2 * i + 1] = sinf(th[i]);
+        double c, sn; // (in double, rounded once: graph_rope_table's bits)
+        sincos((double)th[i], &sn, &c);
+        cs[2 * i] = (float)c;
+        cs[2 * i + 1] = (float)sn;
     }
     __syncthreads();
     const float *xqt = xq + (long long)t * neq, *xkt = xk + (long long)t * nek;
