@@ -167,8 +167,9 @@ struct plan {
     bool top;                /* ends with the top-k kernel (the output is one row) */
     int tk_l;                /* l[tk_l]: the top-k launch, which writes the candidates into
                               * the run slot's pinned memory itself (-1: they are copied) */
-    /* decode products that rotate q and k (mvd.cu RP) read cos and sin for the position from
-     * the session's table of every position (d_cst), rope_half pairs a position (0: none) */
+    /* decode products that rotate q and k (mvd.cu RP), and rope launches, read cos and sin for
+     * the position from the session's table of every position (d_cst), rope_half pairs a
+     * position (0: none; rope_table) */
     int rope_half;
     float rope_ts;           /* the angles' ratio from one pair to the next */
 };
@@ -1193,6 +1194,19 @@ static brasa_status dev_of(struct pb *b, int i, CUdeviceptr *out)
     }
 }
 
+/* Whether ROPE node n's launch can take its cos and sin from the session's table (d_cst) rather
+ * than make them: a known context, NORM or NEOX pairs of at most ROPE_CS_MAX / 2 a position,
+ * and the plan's table of the same pairs and ratio (rope_table sets it where no fused rope
+ * has). */
+static bool rope_from_table(const struct pb *b, const struct graph_node *n)
+{
+    int n_rot = n->p.i[1];
+    return b->n_ctx > 0 && n_rot > 0 && n_rot % 2 == 0 && n_rot / 2 <= ROPE_CS_MAX / 2 &&
+           (n->p.i[2] == ROPE_NORM || n->p.i[2] == ROPE_NEOX) &&
+           (!b->p->rope_half ||
+            (b->p->rope_half == n_rot / 2 && b->p->rope_ts == graph_rope_ratio(n)));
+}
+
 static unsigned grid1(size_t n, unsigned bs)
 {
     size_t gsz = (n + bs - 1) / bs;
@@ -1831,6 +1845,7 @@ static brasa_status plan_node(struct pb *b, int i)
             ai(l, n->p.i[2]);
             af(l, theta_scale);
             ai(l, f16);
+            ap(l, rope_from_table(b, n) && b->p->rope_half ? b->s->d_cst : 0);
         }
         break;
     }
@@ -2042,6 +2057,20 @@ static void rope_into_products(struct pb *b, int i)
     b->skip[i] = true;
     b->p->rope_half = half;
     b->p->rope_ts = ts;
+}
+
+/* The plan's RoPE table where a rope launch will read it and no fused rope has asked for one:
+ * the launches then read the angles the host made (graph_rope_table), the same bits as the
+ * products that rotate and the CPU, and make none themselves. */
+static void rope_table(struct pb *b)
+{
+    for (int i = 0; i < b->g->n && !b->p->rope_half; i++) {
+        const struct graph_node *n = &b->g->nodes[i];
+        if (n->op == GOP_ROPE && !b->skip[i] && rope_from_table(b, n)) {
+            b->p->rope_half = n->p.i[1] / 2;
+            b->p->rope_ts = graph_rope_ratio(n);
+        }
+    }
 }
 
 /* Two matmuls that one launch can do: same weight type and k, same batch. */
@@ -2390,6 +2419,7 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
             b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = b.ropeqk[i] =
                 b.ropev[i] = b.rfuse[i] = -1;
         fuse(&b);
+        rope_table(&b);
         if (p->rope_half)
             st = cst_alloc(s, p->rope_half, p->rope_ts, n_ctx, err);
         for (int i = 0; i < g->n && st == BRASA_OK; i++) {
@@ -2656,8 +2686,10 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
             return st;
     const int slot = s->sl_next;
     struct gslot *q = &s->sl[slot];
-    if (p->rope_half && (st = cst_fill(s, r->pos0, err)))
-        return st;
+    for (long c = r->pos0 / CST_CHUNK; p->rope_half && c <= (r->pos0 + g->n_tok - 1) / CST_CHUNK;
+         c++) /* (every chunk the batch's positions touch: a prompt's rope launch reads them) */
+        if ((st = cst_fill(s, c * CST_CHUNK < r->pos0 ? r->pos0 : c * CST_CHUNK, err)))
+            return st;
     /* the inputs: the position, and the tokens (-1: get_rows takes the previous run's first
      * candidate) */
     q->h_io[0] = r->pos0;

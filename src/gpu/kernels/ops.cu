@@ -116,37 +116,43 @@ __device__ __forceinline__ void rope_elem(const float *x, float *y, int e, int n
 // (optionally) the V-cache write, for token blockIdx.x at position pos[0] + t: RoPE fused with
 // the KV write, one launch per layer.
 // The token's elements (q, then k, then v) are spread over gridDim.y blocks, one per thread.
-// Angles as the CPU backend (and ggml) make them: theta_i = pos * ts^i by repeated float
-// multiplication (one thread, cheap), then sin/cos of every angle in parallel; each block
-// makes its own.
-// dynamic shared: n_rot/2 * 3 floats. block 256, grid (tokens, 1 or ceil((neq + nek + nev) /
-// 256)).
+// Angles as the CPU backend makes them (graph_rope_table): from the session's table of every
+// position, [position][n_rot / 2 pairs][cos, sin], where cst is set; else made here, theta_i =
+// pos * ts^i by repeated float multiplication (one thread, cheap), then the cos and sin of
+// every angle in parallel, in double rounded once to float; each block makes its own.
+// dynamic shared: n_rot/2 * 3 floats (used without cst). block 256, grid (tokens, 1 or
+// ceil((neq + nek + nev) / 256)).
 extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcache,
                                 const float *xk, float *yk, int nek, void *kcache,
                                 const float *xv, void *vcache, int nev, const int *pos, int hd,
-                                int n_rot, int mode, float theta_scale, int kv_f16)
+                                int n_rot, int mode, float theta_scale, int kv_f16,
+                                const float *cst)
 {
     pdl_wait();
     pdl_launch();
     extern __shared__ float sm[];
     int t = blockIdx.x, half = n_rot / 2;
-    float *cs = sm, *th = sm + 2 * half;
     long long row = pos[0] + t;
-    if (threadIdx.x == 0) {
-        float theta = (float)row;
-        for (int i = 0; i < half; i++) {
-            th[i] = theta;
-            theta *= theta_scale;
+    const float *cs = cst ? cst + row * n_rot : nullptr;
+    if (!cs) {
+        float *cm = sm, *th = sm + 2 * half;
+        if (threadIdx.x == 0) {
+            float theta = (float)row;
+            for (int i = 0; i < half; i++) {
+                th[i] = theta;
+                theta *= theta_scale;
+            }
         }
+        __syncthreads();
+        for (int i = threadIdx.x; i < half; i += blockDim.x) {
+            double c, sn; // (in double, rounded once: graph_rope_table's bits)
+            sincos((double)th[i], &sn, &c);
+            cm[2 * i] = (float)c;
+            cm[2 * i + 1] = (float)sn;
+        }
+        __syncthreads();
+        cs = cm;
     }
-    __syncthreads();
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        double c, sn; // (in double, rounded once: graph_rope_table's bits)
-        sincos((double)th[i], &sn, &c);
-        cs[2 * i] = (float)c;
-        cs[2 * i + 1] = (float)sn;
-    }
-    __syncthreads();
     const float *xqt = xq + (long long)t * neq, *xkt = xk + (long long)t * nek;
     float *yqt = yq + (long long)t * neq, *ykt = yk ? yk + (long long)t * nek : nullptr;
     if (gridDim.y == 1) {
