@@ -287,6 +287,8 @@ struct gpu_sess {
     int rope_fuse;           /* decode RoPE in the q/k/v products: 2 always (the default), 1
                               * where they are small (rope_into_products), 0 never
                               * (BRASA_GPU_ROPE_FUSE) */
+    bool rope_table;         /* rope launches read the session's table of angles (rope_table;
+                              * BRASA_GPU_ROPE_TABLE=0: they make their own, a measurement) */
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
@@ -924,6 +926,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->dump = getenv("BRASA_DUMP");
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->rope_fuse = env_int("BRASA_GPU_ROPE_FUSE", 2);
+    s->rope_table = !env_is("BRASA_GPU_ROPE_TABLE", "0");
     s->attn_q = !env_is("BRASA_GPU_ATTN_Q", "0");
     s->attn_inmerge = !env_is("BRASA_GPU_ATTN_MERGE", "1");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
@@ -1201,7 +1204,8 @@ static brasa_status dev_of(struct pb *b, int i, CUdeviceptr *out)
 static bool rope_from_table(const struct pb *b, const struct graph_node *n)
 {
     int n_rot = n->p.i[1];
-    return b->n_ctx > 0 && n_rot > 0 && n_rot % 2 == 0 && n_rot / 2 <= ROPE_CS_MAX / 2 &&
+    return b->s->rope_table && b->n_ctx > 0 && n_rot > 0 && n_rot % 2 == 0 &&
+           n_rot / 2 <= ROPE_CS_MAX / 2 &&
            (n->p.i[2] == ROPE_NORM || n->p.i[2] == ROPE_NEOX) &&
            (!b->p->rope_half ||
             (b->p->rope_half == n_rot / 2 && b->p->rope_ts == graph_rope_ratio(n)));
