@@ -537,9 +537,9 @@ TEST(decode_qkv_of_two_types)
  * Q4_K_M fixture with every Q4_K product of one weight and gate+up there (BRASA_GPU_MF=2), and
  * with the Q6_K ones too (=3, and the Q6_K fixtures), against its goldens and the CPU within the
  * usual bounds (the activation in F16 where quant_act made int8; qwen35, whose recurrent state
- * would carry that other rounding beyond its bound, keeps quant_act); and in the default decode
- * plans of the llama and qwen2 fixtures a gate+up launch of mvf a layer, and fewer quant_act
- * launches than with BRASA_GPU_MF=0. */
+ * would carry that other rounding beyond its bound, keeps quant_act); and in the decode plans
+ * of the llama and qwen2 fixtures with BRASA_GPU_MF=1 a gate+up launch of mvf a layer, and
+ * fewer quant_act launches than by default (off). */
 TEST(decode_q4k_on_tensor_cores)
 {
     if (!gpu_present())
@@ -561,7 +561,7 @@ TEST(decode_q4k_on_tensor_cores)
                mf == 2 ? "Q4_K" : "Q4_K and Q6_K", wg, wc);
     }
     static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q4_K_M.gguf"};
-    static const char *const on[] = {NULL}, *const off[] = {"BRASA_GPU_MF", "0", NULL};
+    static const char *const on[] = {"BRASA_GPU_MF", "1", NULL}, *const off[] = {NULL};
     static const char *const names[] = {"mvf_glu", "quant_act"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         const char *path = test_shared_path(files[i]);
@@ -588,12 +588,11 @@ TEST(decode_rope_in_products)
      * through the session's table, the launch making the same values in double) and round
      * each product and sum of the rotation on its own (an ulp apart, one activation that
      * lands on the other side of an int8 or F16 rounding edge moves these fixtures' logits by
-     * 0.5-1%; the qwen2 Q4_K_M ones did, with BRASA_GPU_MF=1) */
+     * 0.5-1%; with BRASA_GPU_MF=1 the qwen2 Q4_K_M ones did) */
     static const char *const env[] = {"BRASA_GPU_ROPE_FUSE", "0", NULL};
     for (int mf = 0; mf < 2; mf++) {
-        /* (1, the default: the FFN's Q4_K products on the tensor cores, their activation in
-         * F16; 0: quant_act's int8) */
-        setenv("BRASA_GPU_MF", mf ? "1" : "0", 1);
+        if (mf)
+            setenv("BRASA_GPU_MF", "1", 1); /* (the FFN's Q4_K products on the tensor cores) */
         decode_pair("Q4_K_M", env, 0, "RoPE in the products and its own launch");
         if (!mf)
             decode_pair("Q8_0", env, 0, "RoPE in the products and its own launch");

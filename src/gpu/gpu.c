@@ -937,7 +937,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
         s->wmin = 0;
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
-    s->mf = g->jit.arch >= 80 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MF", 1) : 0;
+    s->mf = g->jit.arch >= 80 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MF", 0) : 0;
     s->mf_ks = env_int("BRASA_GPU_MF_KS", 0);
     s->mf_rg = env_int("BRASA_GPU_MF_RG", 0);
     s->mf_la = !env_is("BRASA_GPU_MF_LA", "0");
@@ -1483,11 +1483,13 @@ static brasa_status plan_matmul(struct pb *b, int i)
             return st;
     }
     /* decode products of Q4_K on the tensor cores reading the F32 input (mvf.cu), no quant_act
-     * before them: by default (BRASA_GPU_MF=1) down (a product of one weight reading a
-     * gate+up output) and gate+up of at most 2^24 weights each, the RMSNorm folded in (tg128
-     * on an H100: 1.5B Q4_K_M +1.2%, both needed; 7B +0.6%, down alone: its gate+up was 6%
-     * slower, and the Q6_K products slower too, BENCHMARKS.md); =2 every Q4_K product of one
-     * weight or gate+up, =3 Q6_K ones too, 0 none (measurements).
+     * before them: with BRASA_GPU_MF=1 down (a product of one weight reading a gate+up
+     * output) and gate+up of at most 2^24 weights each, the RMSNorm folded in (tg128 on an
+     * H100: 1.5B Q4_K_M +1.2%, both needed; 7B +0.6%, down alone: its gate+up was 6% slower,
+     * and the Q6_K products slower too, BENCHMARKS.md); =2 every Q4_K product of one weight or
+     * gate+up, =3 Q6_K ones too; 0, the default, none: with it on, the qwen2 Q4_K_M fixture's
+     * decode logits differ by 0.5-1.1% between the RoPE in the q/k/v products and in its own
+     * launch, which are bit for bit the same without it (not yet explained, BENCHMARKS.md).
      * Never in graphs with a recurrent state: the activation in F16 where quant_act made int8
      * is other rounding, which the state carries from token to token (the qwen35 fixtures 3x
      * beyond their bound) */
