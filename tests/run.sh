@@ -13,6 +13,12 @@ for t in "$build"/tests/test_*; do
   case " ${BRASA_TEST_SKIP:-} " in *" $(basename "$t") "*)
     printf '%-40s not run here\n' "$(basename "$t")"; continue;; esac
   out=$(${BRASA_RUNNER:-} "$t" 2>"$t.log"); rc=$?
+  # a binary that failed under a runner (wine) before printing a byte, on stdout or stderr, did
+  # not start: run it once more, and say so
+  if [ $rc -ne 0 ] && [ -n "${BRASA_RUNNER:-}" ] && [ -z "$out" ] && [ ! -s "$t.log" ]; then
+    echo "$(basename "$t"): exit status $rc under $BRASA_RUNNER with no output; run again" >&2
+    out=$(${BRASA_RUNNER:-} "$t" 2>"$t.log"); rc=$?
+  fi
   line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
   p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p'); p=${p:-0}
   f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p'); f=${f:-0}
