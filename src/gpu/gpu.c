@@ -2311,28 +2311,32 @@ static brasa_status cst_alloc(struct gpu_sess *s, int half, float ts, int n_ctx,
     return BRASA_OK;
 }
 
-/* The RoPE table's rows for the chunk of positions that holds pos, if not there yet: the
- * angles as the CPU's rope makes them (graph_rope_table), queued on the session's stream. */
-static brasa_status cst_fill(struct gpu_sess *s, long pos, struct brasa_err *err)
+/* The RoPE table's rows for the chunks of positions that hold pos .. pos + np - 1 (a run's
+ * batch), those not there yet: the angles as the CPU's rope makes them (graph_rope_table),
+ * queued on the session's stream. */
+static brasa_status cst_fill(struct gpu_sess *s, long pos, long np, struct brasa_err *err)
 {
     struct gpu *g = s->g;
-    if (!s->d_cst || pos < 0 || pos >= s->cst_np)
-        return brasa_fail(err, BRASA_EINVAL, "position %ld outside the RoPE table (%d positions)",
-                          pos, s->cst_np);
-    const long c = pos / CST_CHUNK, w = 2L * s->cst_half;
-    if (s->cst_ok[c])
-        return BRASA_OK;
-    /* (the copy before read the staging) */
-    brasa_status st = wait_event(s, s->ev_cst, "the RoPE table's copy", err);
-    if (st != BRASA_OK)
-        return st;
-    const long n = s->cst_np - c * CST_CHUNK < CST_CHUNK ? s->cst_np - c * CST_CHUNK : CST_CHUNK;
-    for (long i = 0; i < n; i++)
-        graph_rope_table(c * CST_CHUNK + i, s->cst_half, s->cst_ts, s->h_cst + i * w);
-    CK(cuMemcpyHtoDAsync, s->d_cst + (CUdeviceptr)(c * CST_CHUNK * w * 4), s->h_cst,
-       (size_t)(n * w * 4), s->st);
-    CK(cuEventRecord, s->ev_cst, s->st);
-    s->cst_ok[c] = 1;
+    if (!s->d_cst || pos < 0 || np < 1 || pos + np > s->cst_np)
+        return brasa_fail(err, BRASA_EINVAL, "positions %ld to %ld outside the RoPE table (%d "
+                          "positions)", pos, pos + np - 1, s->cst_np);
+    const long w = 2L * s->cst_half;
+    for (long c = pos / CST_CHUNK; c <= (pos + np - 1) / CST_CHUNK; c++) {
+        if (s->cst_ok[c])
+            continue;
+        /* (the copy before read the staging) */
+        brasa_status st = wait_event(s, s->ev_cst, "the RoPE table's copy", err);
+        if (st != BRASA_OK)
+            return st;
+        const long n = s->cst_np - c * CST_CHUNK < CST_CHUNK ? s->cst_np - c * CST_CHUNK
+                                                             : CST_CHUNK;
+        for (long i = 0; i < n; i++)
+            graph_rope_table(c * CST_CHUNK + i, s->cst_half, s->cst_ts, s->h_cst + i * w);
+        CK(cuMemcpyHtoDAsync, s->d_cst + (CUdeviceptr)(c * CST_CHUNK * w * 4), s->h_cst,
+           (size_t)(n * w * 4), s->st);
+        CK(cuEventRecord, s->ev_cst, s->st);
+        s->cst_ok[c] = 1;
+    }
     return BRASA_OK;
 }
 
@@ -2693,10 +2697,8 @@ static brasa_status launch_run(struct gpu_sess *s, const struct graph *g,
             return st;
     const int slot = s->sl_next;
     struct gslot *q = &s->sl[slot];
-    for (long c = r->pos0 / CST_CHUNK; p->rope_half && c <= (r->pos0 + g->n_tok - 1) / CST_CHUNK;
-         c++) /* (every chunk the batch's positions touch: a prompt's rope launch reads them) */
-        if ((st = cst_fill(s, c * CST_CHUNK < r->pos0 ? r->pos0 : c * CST_CHUNK, err)))
-            return st;
+    if (p->rope_half && (st = cst_fill(s, r->pos0, g->n_tok, err)))
+        return st;
     /* the inputs: the position, and the tokens (-1: get_rows takes the previous run's first
      * candidate) */
     q->h_io[0] = r->pos0;
