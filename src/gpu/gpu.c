@@ -1199,17 +1199,17 @@ static brasa_status dev_of(struct pb *b, int i, CUdeviceptr *out)
 }
 
 /* Whether ROPE node n's launch can take its cos and sin from the session's table (d_cst) rather
- * than make them: a known context, NORM or NEOX pairs of at most ROPE_CS_MAX / 2 a position,
- * and the plan's table of the same pairs and ratio (rope_table sets it where no fused rope
- * has). */
-static bool rope_from_table(const struct pb *b, const struct graph_node *n)
+ * than make them: asked for (BRASA_GPU_ROPE_TABLE=1), a known context, NORM or NEOX pairs of at
+ * most ROPE_CS_MAX / 2 a position; and, with have set, the plan's table is of its pairs and
+ * ratio (rope_table makes one where no fused rope has). */
+static bool rope_from_table(const struct pb *b, const struct graph_node *n, bool have)
 {
     int n_rot = n->p.i[1];
-    return b->s->rope_table && b->n_ctx > 0 && n_rot > 0 && n_rot % 2 == 0 &&
-           n_rot / 2 <= ROPE_CS_MAX / 2 &&
-           (n->p.i[2] == ROPE_NORM || n->p.i[2] == ROPE_NEOX) &&
-           (!b->p->rope_half ||
-            (b->p->rope_half == n_rot / 2 && b->p->rope_ts == graph_rope_ratio(n)));
+    bool fits = b->s->rope_table && b->n_ctx > 0 && n_rot > 0 && n_rot % 2 == 0 &&
+                n_rot / 2 <= ROPE_CS_MAX / 2 &&
+                (n->p.i[2] == ROPE_NORM || n->p.i[2] == ROPE_NEOX);
+    return fits && (!have || (b->p->rope_half == n_rot / 2 &&
+                              b->p->rope_ts == graph_rope_ratio(n)));
 }
 
 static unsigned grid1(size_t n, unsigned bs)
@@ -1852,7 +1852,7 @@ static brasa_status plan_node(struct pb *b, int i)
             ai(l, n->p.i[2]);
             af(l, theta_scale);
             ai(l, f16);
-            ap(l, rope_from_table(b, n) && b->p->rope_half ? b->s->d_cst : 0);
+            ap(l, rope_from_table(b, n, true) ? b->s->d_cst : 0);
         }
         break;
     }
@@ -2073,7 +2073,7 @@ static void rope_table(struct pb *b)
 {
     for (int i = 0; i < b->g->n && !b->p->rope_half; i++) {
         const struct graph_node *n = &b->g->nodes[i];
-        if (n->op == GOP_ROPE && !b->skip[i] && rope_from_table(b, n)) {
+        if (n->op == GOP_ROPE && !b->skip[i] && rope_from_table(b, n, false)) {
             b->p->rope_half = n->p.i[1] / 2;
             b->p->rope_ts = graph_rope_ratio(n);
         }
