@@ -298,7 +298,7 @@ struct gpu_sess {
     int wmin;                /* decode products split along k below this many warps per SM
                               * (BRASA_GPU_MVD_WMIN; 0: by type, plan_matmul) */
     int mf, mf_ks, mf_rg, mf_la; /* Q4_K decode products reading the F32 activation on the
-                              * tensor cores (mvf.cu; plan_matmul says where: BRASA_GPU_MF, 1 by
+                              * tensor cores (mvf.cu; plan_matmul says where: BRASA_GPU_MF, 0 by
                               * default), and their warps a block, row groups a warp and loads
                               * ahead where set (BRASA_GPU_MF_KS, _RG, _LA: measurements) */
     int mvd_xc;              /* decode products that convert their own activation (mvd.cu
