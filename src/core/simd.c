@@ -1,9 +1,9 @@
 #include "core/simd.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #include <pthread.h>
-#include <stdbool.h>
 
 static bool have_avx;
 static pthread_once_t avx_once = PTHREAD_ONCE_INIT;
@@ -21,6 +21,13 @@ void simd_clean_upper(void)
     if (have_avx)
         zero_upper();
 }
+
+bool simd_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
 #else
 void simd_clean_upper(void) {}
+bool simd_has_f16c(void) { return false; }
 #endif

@@ -9,7 +9,13 @@
 #ifndef BRASA_CORE_SIMD_H
 #define BRASA_CORE_SIMD_H
 
+#include <stdbool.h>
+
 /* vzeroupper where the processor has AVX; nothing elsewhere. */
 void simd_clean_upper(void);
+
+/* F16C, from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows the
+ * name (clang 14 rejects it). False off x86-64. */
+bool simd_has_f16c(void);
 
 #endif

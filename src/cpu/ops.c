@@ -52,7 +52,7 @@ static void f16_init(void)
         f16_table[i] = fp16_to_f32((uint16_t)i);
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && simd_has_f16c())
         simd_cap = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                    !getenv("BRASA_NO_AVX512") ? 2 : 1;
 #endif

@@ -20,6 +20,7 @@
  * the per-block float accumulation differs from the reference in rounding order. */
 #include <stdlib.h>
 
+#include "core/simd.h"
 #include "quant/quant_impl.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -2249,13 +2250,6 @@ static bool amx_usable(void)
 }
 #endif
 
-/* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
-static bool has_f16c(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
-}
-
 /* AVX-VNNI (the VEX-encoded 256-bit vpdpbusd) from CPUID leaf 7 subleaf 1 (EAX bit 4): GCC 12's
  * __builtin_cpu_supports("avxvnni") answers no even where the CPU has it. */
 static bool has_avxvnni(void)
@@ -2268,7 +2262,7 @@ int qk_x86_init_level(struct qkernels *k, int max_level)
 {
     __builtin_cpu_init();
     if (max_level < QK_X86_AVX2 ||
-        !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()))
+        !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && simd_has_f16c()))
         return 0;
     k[GGML_TYPE_F32].dot = dot_f32_avx2;
     k[GGML_TYPE_F16].dot = dot_f16_avx2;
