@@ -519,8 +519,9 @@ TEST(concurrent_sessions)
 }
 
 /* Writes a copy of src without tensor `drop`, or with `reshape` stored with its two dims
- * swapped. Returns 0 on success. */
-static int write_variant(const char *src, const char *dst, const char *drop, const char *reshape)
+ * swapped, or with key `key` set to the UINT32 `val`. Returns 0 on success. */
+static int write_variant_kv(const char *src, const char *dst, const char *drop, const char *reshape,
+                            const char *key, uint32_t val)
 {
     struct gguf_file *f = NULL;
     struct gguf_writer *w = NULL;
@@ -531,6 +532,8 @@ static int write_variant(const char *src, const char *dst, const char *drop, con
     for (uint64_t i = 0; i < f->n_kv; i++)
         if (gguf_writer_copy_kv(w, &f->kv[i], &err) != BRASA_OK)
             goto done;
+    if (key && gguf_writer_set_u32(w, key, val, &err) != BRASA_OK)
+        goto done;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const struct gguf_tensor *t = &f->tensors[i];
         if (drop && strcmp(t->name, drop) == 0)
@@ -550,6 +553,11 @@ done:
     if (f)
         gguf_close(f);
     return rc;
+}
+
+static int write_variant(const char *src, const char *dst, const char *drop, const char *reshape)
+{
+    return write_variant_kv(src, dst, drop, reshape, NULL, 0);
 }
 
 /* A missing or misshapen tensor is an error that names it. */
@@ -575,6 +583,16 @@ TEST(bad_tensors)
     if (write_variant(srcp, path, NULL, "blk.0.attn_k.weight") == 0) {
         CHECK(brasa_model_load(path, NULL, &m, &err) == BRASA_EFORMAT && m == NULL);
         CHECKF(strstr(err.msg, "blk.0.attn_k.weight") != NULL, "%s", err.msg);
+        brasa_model_free(m);
+        m = NULL;
+    } else {
+        CHECK(0);
+    }
+    /* a block count far beyond the file's tensors: refused before the layers are allocated
+     * (9.4 million layer records took 2 GB before the first missing tensor was noticed) */
+    if (write_variant_kv(srcp, path, NULL, NULL, "llama.block_count", 9378600) == 0) {
+        CHECK(brasa_model_load(path, NULL, &m, &err) == BRASA_EFORMAT && m == NULL);
+        CHECKF(strstr(err.msg, "block_count") != NULL, "%s", err.msg);
         brasa_model_free(m);
     } else {
         CHECK(0);

@@ -188,6 +188,12 @@ brasa_status mdl_load(struct mdl *m, const struct gguf_file *f, struct brasa_err
         return st;
     if ((st = mdl_read_common(m, f, err)) != BRASA_OK)
         return st;
+    /* every layer has tensors of its own: a block count beyond the file's tensors is a bad
+     * file, not millions of layer records to allocate before the first missing tensor */
+    if ((uint64_t)m->hp.n_layer > f->n_tensors)
+        return brasa_fail(err, BRASA_EFORMAT, "%s.block_count is %d but the file holds only "
+                          "%llu tensors", m->arch->name, m->hp.n_layer,
+                          (unsigned long long)f->n_tensors);
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers)
         return brasa_fail(err, BRASA_ENOMEM, "out of memory for %d layers", m->hp.n_layer);
