@@ -11,6 +11,7 @@
 #include "brasa.h"
 #include "gguf/gguf.h"
 #include "json_mini.h"
+#include "quant/quant.h"
 #include "ref_forward.h"
 #include "tok/tok.h"
 
@@ -518,10 +519,17 @@ TEST(concurrent_sessions)
     brasa_model_free(m);
 }
 
-/* Writes a copy of src without tensor `drop`, or with `reshape` stored with its two dims
- * swapped, or with key `key` set to the UINT32 `val`. Returns 0 on success. */
-static int write_variant_kv(const char *src, const char *dst, const char *drop, const char *reshape,
-                            const char *key, uint32_t val)
+/* What write_variant changes in its copy. */
+struct variant {
+    const char *drop;     /* this tensor left out */
+    const char *reshape;  /* this tensor's first two dims swapped (same bytes, wrong shape) */
+    const char *retype;   /* this F32 tensor stored as F16 (its first half of the bytes) */
+    const char *key;      /* this key set to the UINT32 val */
+    uint32_t val;
+};
+
+/* Writes a copy of src changed as v says. Returns 0 on success. */
+static int write_variant(const char *src, const char *dst, struct variant v)
 {
     struct gguf_file *f = NULL;
     struct gguf_writer *w = NULL;
@@ -532,17 +540,23 @@ static int write_variant_kv(const char *src, const char *dst, const char *drop, 
     for (uint64_t i = 0; i < f->n_kv; i++)
         if (gguf_writer_copy_kv(w, &f->kv[i], &err) != BRASA_OK)
             goto done;
-    if (key && gguf_writer_set_u32(w, key, val, &err) != BRASA_OK)
+    if (v.key && gguf_writer_set_u32(w, v.key, v.val, &err) != BRASA_OK)
         goto done;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const struct gguf_tensor *t = &f->tensors[i];
-        if (drop && strcmp(t->name, drop) == 0)
+        if (v.drop && strcmp(t->name, v.drop) == 0)
             continue;
         int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
-        if (reshape && strcmp(t->name, reshape) == 0) {
+        uint32_t type = t->type;
+        uint64_t nbytes = t->nbytes;
+        if (v.reshape && strcmp(t->name, v.reshape) == 0) {
             ne[0] = t->ne[0] / 2, ne[1] = t->ne[1] * 2; /* same bytes, wrong shape */
         }
-        if (gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data, t->nbytes, &err) != BRASA_OK)
+        if (v.retype && strcmp(t->name, v.retype) == 0 && type == GGML_TYPE_F32) {
+            type = GGML_TYPE_F16;
+            nbytes /= 2;
+        }
+        if (gguf_writer_add_tensor(w, t->name, type, t->n_dims, ne, t->data, nbytes, &err) != BRASA_OK)
             goto done;
     }
     rc = gguf_writer_write(w, dst, &err) == BRASA_OK ? 0 : -1;
@@ -555,12 +569,18 @@ done:
     return rc;
 }
 
-static int write_variant(const char *src, const char *dst, const char *drop, const char *reshape)
+/* Loading path must fail with status want and a message naming what. */
+static void load_fails(const char *path, brasa_status want, const char *what)
 {
-    return write_variant_kv(src, dst, drop, reshape, NULL, 0);
+    struct brasa_model *m = NULL;
+    struct brasa_err err = {{0}};
+    brasa_status st = brasa_model_load(path, NULL, &m, &err);
+    CHECKF(st == want && m == NULL, "status %d (want %d): %s", (int)st, (int)want, err.msg);
+    CHECKF(strstr(err.msg, what) != NULL, "%s", err.msg);
+    brasa_model_free(m);
 }
 
-/* A missing or misshapen tensor is an error that names it. */
+/* A missing, misshapen or mistyped tensor is an error that names it. */
 TEST(bad_tensors)
 {
     const char *src = test_shared_path("fixtures/llama.Q8_0.gguf");
@@ -570,32 +590,29 @@ TEST(bad_tensors)
     snprintf(srcp, sizeof srcp, "%s", src);
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     snprintf(path, sizeof path, "%s/brasa_test_bad_%d.gguf", tmp, (int)getpid());
-    struct brasa_model *m = NULL;
-    struct brasa_err err = {{0}};
-    if (write_variant(srcp, path, "blk.1.ffn_up.weight", NULL) == 0) {
-        CHECK(brasa_model_load(path, NULL, &m, &err) == BRASA_ENOTFOUND && m == NULL);
-        CHECKF(strstr(err.msg, "blk.1.ffn_up.weight") != NULL, "%s", err.msg);
-        brasa_model_free(m);
-        m = NULL;
-    } else {
-        CHECK(0);
-    }
-    if (write_variant(srcp, path, NULL, "blk.0.attn_k.weight") == 0) {
-        CHECK(brasa_model_load(path, NULL, &m, &err) == BRASA_EFORMAT && m == NULL);
-        CHECKF(strstr(err.msg, "blk.0.attn_k.weight") != NULL, "%s", err.msg);
-        brasa_model_free(m);
-        m = NULL;
-    } else {
-        CHECK(0);
-    }
+    REQUIRE(write_variant(srcp, path, (struct variant){.drop = "blk.1.ffn_up.weight"}) == 0);
+    load_fails(path, BRASA_ENOTFOUND, "blk.1.ffn_up.weight");
+    REQUIRE(write_variant(srcp, path, (struct variant){.reshape = "blk.0.attn_k.weight"}) == 0);
+    load_fails(path, BRASA_EFORMAT, "blk.0.attn_k.weight");
     /* a block count far beyond the file's tensors: refused before the layers are allocated
      * (9.4 million layer records took 2 GB before the first missing tensor was noticed) */
-    if (write_variant_kv(srcp, path, NULL, NULL, "llama.block_count", 9378600) == 0) {
-        CHECK(brasa_model_load(path, NULL, &m, &err) == BRASA_EFORMAT && m == NULL);
-        CHECKF(strstr(err.msg, "block_count") != NULL, "%s", err.msg);
-        brasa_model_free(m);
-    } else {
-        CHECK(0);
+    REQUIRE(write_variant(srcp, path, (struct variant){.key = "llama.block_count",
+                                                        .val = 9378600}) == 0);
+    load_fails(path, BRASA_EFORMAT, "block_count");
+    REQUIRE(write_variant(srcp, path, (struct variant){.retype = "blk.1.ffn_norm.weight"}) == 0);
+    load_fails(path, BRASA_EUNSUPPORTED, "blk.1.ffn_norm.weight");
+    /* qwen35 loads its norms itself: each must be F32 too (a Q6_K one was read as floats past
+     * its end) */
+    const char *q35 = test_shared_path("fixtures/qwen35.Q8_0.gguf");
+    if (test_file_exists(q35)) {
+        snprintf(srcp, sizeof srcp, "%s", q35);
+        static const char *const norms[] = {"blk.2.post_attention_norm.weight",
+                                            "blk.1.attn_norm.weight", "blk.2.attn_q_norm.weight",
+                                            "blk.2.attn_k_norm.weight", "blk.0.ssm_norm.weight"};
+        for (int i = 0; i < 5; i++) {
+            REQUIRE(write_variant(srcp, path, (struct variant){.retype = norms[i]}) == 0);
+            load_fails(path, BRASA_EUNSUPPORTED, norms[i]);
+        }
     }
     remove(path);
 }

@@ -45,15 +45,20 @@ brasa_status mdl_tensor(const struct gguf_file *f, struct mdl_w *w, bool optiona
     return BRASA_OK;
 }
 
+brasa_status mdl_need_f32(const struct mdl_w *w, struct brasa_err *err)
+{
+    if (w->data && w->type != GGML_TYPE_F32)
+        return brasa_fail(err, BRASA_EUNSUPPORTED, "tensor %s must be F32 (it is %s)", w->name,
+                          qtype_get(w->type)->name);
+    return BRASA_OK;
+}
+
 /* Like mdl_tensor, but an F32 vector is required (norm weights, biases, gates). */
 static brasa_status vec_f32(const struct gguf_file *f, struct mdl_w *w, bool optional, int64_t n,
                             struct brasa_err *err, const char *name)
 {
     brasa_status st = mdl_tensor(f, w, optional, n, 0, err, "%s", name);
-    if (st == BRASA_OK && w->data && w->type != 0)
-        return brasa_fail(err, BRASA_EUNSUPPORTED, "tensor %s must be F32 (it is %s)", name,
-                          qtype_get(w->type)->name);
-    return st;
+    return st == BRASA_OK ? mdl_need_f32(w, err) : st;
 }
 
 static brasa_status key_int(const struct gguf_file *f, const char *arch, const char *key, int *out,
