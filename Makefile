@@ -133,35 +133,26 @@ windows:
 test-windows: windows
 	@sh tools/wine-test.sh $(WIN_BUILD)
 
-# The GGUF parser under libFuzzer (clang), in its own build folder. Seeds: the shared .gguf files
-# under 3 MB, and copies of them with every tensor cut to one row (small files that pass every
-# check); runs for FUZZ_SECONDS.
+# Two libFuzzer harnesses (clang, ASan + UBSan, the whole engine instrumented), in their own
+# build folder. fuzz_gguf: the GGUF parser, from seeds that are the shared .gguf files under 3 MB
+# and copies of them with every tensor cut to one row (small files that pass every check), for
+# FUZZ_SECONDS. fuzz_model: edits to valid models (keys, arrays, tensor shapes, types, names and
+# data) loaded and run as a user's file would be, for FUZZ_MODEL_SECONDS.
 FUZZ_SECONDS ?= 60
+FUZZ_MODEL_SECONDS ?= 60
 FUZZ_DIR := build-fuzz
 SHARED   ?= $(or $(BRASA_SHARED),../shared)
-# The parser and core are built by clang with libFuzzer's coverage and the sanitizers; quant (its
-# type table, and kernels that use GCC-only builtins) by $(CC) with the normal flags, uninstrumented.
-FUZZ_OBJ   = $(filter $(BUILD)/src/core/% $(BUILD)/src/gguf/%,$(OBJ)) $(EMBED_OBJ)
-FUZZ_QUANT = $(filter $(FUZZ_DIR)/plain/src/quant/%,$(SRC:%.c=$(FUZZ_DIR)/plain/%.o))
+FUZZ_FLAGS := BUILD=$(FUZZ_DIR) CC=clang OPT=-O1 \
+  CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+  LDLIBS="-lm -lpthread -ldl -fsanitize=address,undefined"
 
-# archives, so that only the objects the parser needs are linked
-$(BUILD)/libfuzzdeps.a: $(FUZZ_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
-
-$(FUZZ_DIR)/plain/libquant.a: $(FUZZ_QUANT)
-	@rm -f $@
-	ar rcs $@ $^
-
-$(BUILD)/fuzz_gguf: $(BUILD)/tests/fuzz_gguf.o $(BUILD)/libfuzzdeps.a $(FUZZ_DIR)/plain/libquant.a
-	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(BUILD)/libfuzzdeps.a $(LDLIBS)
+$(BUILD)/fuzz_%: $(BUILD)/tests/fuzz_%.o $(LIB)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDLIBS)
 
 fuzz:
-	$(MAKE) BUILD=$(FUZZ_DIR)/plain $(FUZZ_DIR)/plain/libquant.a
-	$(MAKE) BUILD=$(FUZZ_DIR) CC=clang OPT=-O1 \
-	  CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-	  LDLIBS="-lm -lpthread -ldl -fsanitize=address,undefined" $(FUZZ_DIR)/fuzz_gguf
-	rm -rf $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus && mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus
+	$(MAKE) $(FUZZ_FLAGS) $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_model
+	rm -rf $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus $(FUZZ_DIR)/corpus-model && \
+	  mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus $(FUZZ_DIR)/corpus-model
 	-find $(SHARED)/fixtures $(SHARED)/models $(SHARED)/vocab -name '*.gguf' -size -3000k \
 	  -exec cp {} $(FUZZ_DIR)/seeds/ \; 2>/dev/null
 	BRASA_FUZZ_SHRINK_TO=$(FUZZ_DIR)/corpus $(FUZZ_DIR)/fuzz_gguf -runs=0 -max_len=4000000 \
@@ -169,6 +160,8 @@ fuzz:
 	-cp $(FUZZ_DIR)/seeds/* $(FUZZ_DIR)/corpus/ 2>/dev/null
 	$(FUZZ_DIR)/fuzz_gguf -max_len=65536 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus
+	BRASA_SHARED=$(SHARED) $(FUZZ_DIR)/fuzz_model -max_len=256 -max_total_time=$(FUZZ_MODEL_SECONDS) \
+	  -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/model- $(FUZZ_DIR)/corpus-model
 
 clean:
 	rm -rf build build-asan build-fuzz build-win
