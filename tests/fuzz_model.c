@@ -308,8 +308,9 @@ static int on_token(void *ud, int32_t id, const char *text, size_t len)
     return 0;
 }
 
-/* What a user's run does with a model that loaded: tokenize, render a chat, generate. */
-static void use_model(struct brasa_model *m)
+/* What a user's run does with a model that loaded: tokenize, generate (in a context of 32
+ * positions, or with file_ctx of the length the file gives, capped as a user's run caps it). */
+static void use_model(struct brasa_model *m, bool file_ctx)
 {
     struct brasa_err err;
     struct brasa_model_info info;
@@ -324,7 +325,7 @@ static void use_model(struct brasa_model *m)
             free(back);
     }
     struct brasa_session *s = NULL;
-    struct brasa_session_opts so = {.n_ctx = 32};
+    struct brasa_session_opts so = {.n_ctx = file_ctx ? 0 : 32};
     if (brasa_session_new(m, &so, &s, &err) == BRASA_OK) {
         int32_t prompt[4] = {1, 2, 3, 4};
         int np = 0;
@@ -393,7 +394,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (say)
             fprintf(stderr, "fuzz_model: load: %s\n", st ? err.msg : "ok");
         if (st == BRASA_OK) {
-            use_model(m);
+            use_model(m, size % 4 == 0);
             brasa_model_free(m);
         } else if (m || !memchr(err.msg, 0, sizeof err.msg) || !err.msg[0] ||
                    st == BRASA_EDEVICE || st == BRASA_ETIMEOUT || st == BRASA_ECANCELLED) {
