@@ -538,8 +538,8 @@ TEST(decode_qkv_of_two_types)
  * with the Q6_K ones too (=3, and the Q6_K fixtures), against its goldens and the CPU within the
  * usual bounds (the activation in F16 where quant_act made int8; qwen35, whose recurrent state
  * would carry that other rounding beyond its bound, keeps quant_act); and in the decode plans
- * of the llama and qwen2 fixtures with BRASA_GPU_MF=1 a gate+up launch of mvf a layer, and
- * fewer quant_act launches than by default (off). */
+ * of the llama and qwen2 fixtures by default (BRASA_GPU_MF=1) a gate+up launch of mvf a
+ * layer, and fewer quant_act launches than with BRASA_GPU_MF=0. */
 TEST(decode_q4k_on_tensor_cores)
 {
     if (!gpu_present())
@@ -561,7 +561,7 @@ TEST(decode_q4k_on_tensor_cores)
                mf == 2 ? "Q4_K" : "Q4_K and Q6_K", wg, wc);
     }
     static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/qwen2.Q4_K_M.gguf"};
-    static const char *const on[] = {"BRASA_GPU_MF", "1", NULL}, *const off[] = {NULL};
+    static const char *const on[] = {NULL}, *const off[] = {"BRASA_GPU_MF", "0", NULL};
     static const char *const names[] = {"mvf_glu", "quant_act"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         const char *path = test_shared_path(files[i]);
@@ -591,8 +591,8 @@ TEST(decode_rope_in_products)
      * 0.5-1%; with BRASA_GPU_MF=1 the qwen2 Q4_K_M ones did) */
     static const char *const env[] = {"BRASA_GPU_ROPE_FUSE", "0", NULL};
     for (int mf = 0; mf < 2; mf++) {
-        if (mf)
-            setenv("BRASA_GPU_MF", "1", 1); /* (the FFN's Q4_K products on the tensor cores) */
+        /* (1, the default: the FFN's Q4_K products on the tensor cores) */
+        setenv("BRASA_GPU_MF", mf ? "1" : "0", 1);
         decode_pair("Q4_K_M", env, 0, "RoPE in the products and its own launch");
         if (!mf)
             decode_pair("Q8_0", env, 0, "RoPE in the products and its own launch");

@@ -298,7 +298,7 @@ struct gpu_sess {
     int wmin;                /* decode products split along k below this many warps per SM
                               * (BRASA_GPU_MVD_WMIN; 0: by type, plan_matmul) */
     int mf, mf_ks, mf_rg, mf_la; /* Q4_K decode products reading the F32 activation on the
-                              * tensor cores (mvf.cu; plan_matmul says where: BRASA_GPU_MF, 0 by
+                              * tensor cores (mvf.cu; plan_matmul says where: BRASA_GPU_MF, 1 by
                               * default), and their warps a block, row groups a warp and loads
                               * ahead where set (BRASA_GPU_MF_KS, _RG, _LA: measurements) */
     int mvd_xc;              /* decode products that convert their own activation (mvd.cu
@@ -938,7 +938,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
         s->wmin = 0;
     /* decode products convert their own activation (BRASA_GPU_MVD_XC=0: quant_act first) */
     s->mvd_xc = env_int("BRASA_GPU_MVD_XC", 1);
-    s->mf = g->jit.arch >= 80 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MF", 0) : 0;
+    s->mf = g->jit.arch >= 80 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MF", 1) : 0;
     s->mf_ks = env_int("BRASA_GPU_MF_KS", 0);
     s->mf_rg = env_int("BRASA_GPU_MF_RG", 0);
     s->mf_la = !env_is("BRASA_GPU_MF_LA", "0");
@@ -1487,10 +1487,10 @@ static brasa_status plan_matmul(struct pb *b, int i)
      * before them: with BRASA_GPU_MF=1 down (a product of one weight reading a gate+up
      * output) and gate+up of at most 2^24 weights each, the RMSNorm folded in (tg128 on an
      * H100: 1.5B Q4_K_M +1.2%, both needed; 7B +0.6%, down alone: its gate+up was 6% slower,
-     * and the Q6_K products slower too, BENCHMARKS.md); =2 every Q4_K product of one weight or
-     * gate+up, =3 Q6_K ones too; 0, the default, none: with it on, the qwen2 Q4_K_M fixture's
-     * decode logits differ by 0.5-1.1% between the RoPE in the q/k/v products and in its own
-     * launch, which are bit for bit the same without it (not yet explained, BENCHMARKS.md).
+     * and the Q6_K products slower too, BENCHMARKS.md), the default; =2 every Q4_K product of
+     * one weight or gate+up, =3 Q6_K ones too; 0 none (the two RoPE paths differed by an ulp
+     * until b12ec44, which this setting's other rounding turned into a 0.5-1.1% difference of
+     * the qwen2 Q4_K_M fixture's logits; they are the same bits now, BENCHMARKS.md).
      * Never in graphs with a recurrent state: the activation in F16 where quant_act made int8
      * is other rounding, which the state carries from token to token (the qwen35 fixtures 3x
      * beyond their bound) */
