@@ -602,11 +602,11 @@ TEST(decode_rope_in_products)
                         "250-265", 512, 250);
         unsetenv("BRASA_GPU_MF");
     }
-    /* and a rope launch that reads the session's table (BRASA_GPU_ROPE_TABLE=1) rather than
-     * make its angles (in double, rounded once, as the host does) */
-    static const char *const tab[] = {"BRASA_GPU_ROPE_FUSE", "0", "BRASA_GPU_ROPE_TABLE", "1",
+    /* and a rope launch that makes its angles (BRASA_GPU_ROPE_TABLE=0: in double, rounded
+     * once, as the host does) rather than read the session's table, as by default */
+    static const char *const tab[] = {"BRASA_GPU_ROPE_FUSE", "0", "BRASA_GPU_ROPE_TABLE", "0",
                                       NULL};
-    decode_pair("Q4_K_M", tab, 0, "RoPE in the products and a launch reading the table");
+    decode_pair("Q4_K_M", tab, 0, "RoPE in the products and a launch making its angles");
     /* and the plans: no rope launch in decode where the products rotate (qwen3 keeps one a
      * layer: its head norms come between), one a layer with BRASA_GPU_ROPE_FUSE=0 and in
      * the prompt */

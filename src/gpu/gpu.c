@@ -288,8 +288,8 @@ struct gpu_sess {
                               * where they are small (rope_into_products), 0 never
                               * (BRASA_GPU_ROPE_FUSE) */
     bool rope_table;         /* rope launches read the session's table of angles (rope_table;
-                              * BRASA_GPU_ROPE_TABLE=1; off by default until a GPU run has
-                              * checked it: they make their own) */
+                              * the default; BRASA_GPU_ROPE_TABLE=0: they make their own, in
+                              * double) */
     bool pdl;                /* programmatic dependent launch (sm_90+; BRASA_GPU_PDL=0: off) */
     bool mmt;                /* tensor-core prompt batches (sm_80+, CUDA; BRASA_GPU_MMT=0: off) */
     int force_nr, force_ks;  /* BRASA_GPU_MVD_NR / _KS: fixed decode row groups (measurement) */
@@ -927,7 +927,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->dump = getenv("BRASA_DUMP");
     s->mvd = !env_is("BRASA_GPU_MVD", "0");
     s->rope_fuse = env_int("BRASA_GPU_ROPE_FUSE", 2);
-    s->rope_table = env_int("BRASA_GPU_ROPE_TABLE", 0) == 1;
+    s->rope_table = env_int("BRASA_GPU_ROPE_TABLE", 1) == 1;
     s->attn_q = !env_is("BRASA_GPU_ATTN_Q", "0");
     s->attn_inmerge = !env_is("BRASA_GPU_ATTN_MERGE", "1");
     s->force_nr = env_int("BRASA_GPU_MVD_NR", 0);
@@ -1199,8 +1199,8 @@ static brasa_status dev_of(struct pb *b, int i, CUdeviceptr *out)
 }
 
 /* Whether ROPE node n's launch can take its cos and sin from the session's table (d_cst) rather
- * than make them: asked for (BRASA_GPU_ROPE_TABLE=1), a known context, NORM or NEOX pairs of at
- * most ROPE_CS_MAX / 2 a position; and, with have set, the plan's table is of its pairs and
+ * than make them: not turned off (BRASA_GPU_ROPE_TABLE=0), a known context, NORM or NEOX pairs
+ * of at most ROPE_CS_MAX / 2 a position; and, with have set, the plan's table is of its pairs and
  * ratio (rope_table makes one where no fused rope has). */
 static bool rope_from_table(const struct pb *b, const struct graph_node *n, bool have)
 {
