@@ -42,7 +42,8 @@ brasa_status mdl_tensor(const struct gguf_file *f, struct mdl_w *w, bool optiona
     w->ne[0] = t->ne[0];
     w->ne[1] = want1;
     w->nbytes = t->nbytes;
-    return BRASA_OK;
+    /* a vector (norm weights, biases, gates) the graph reads as floats itself */
+    return ne1 > 0 ? BRASA_OK : mdl_need_f32(w, err);
 }
 
 brasa_status mdl_need_f32(const struct mdl_w *w, struct brasa_err *err)
@@ -51,14 +52,6 @@ brasa_status mdl_need_f32(const struct mdl_w *w, struct brasa_err *err)
         return brasa_fail(err, BRASA_EUNSUPPORTED, "tensor %s must be F32 (it is %s)", w->name,
                           qtype_get(w->type)->name);
     return BRASA_OK;
-}
-
-/* Like mdl_tensor, but an F32 vector is required (norm weights, biases, gates). */
-static brasa_status vec_f32(const struct gguf_file *f, struct mdl_w *w, bool optional, int64_t n,
-                            struct brasa_err *err, const char *name)
-{
-    brasa_status st = mdl_tensor(f, w, optional, n, 0, err, "%s", name);
-    return st == BRASA_OK ? mdl_need_f32(w, err) : st;
 }
 
 static brasa_status key_int(const struct gguf_file *f, const char *arch, const char *key, int *out,
@@ -128,13 +121,11 @@ brasa_status mdl_load_dense(struct mdl *m, const struct gguf_file *f, bool biase
     brasa_status st;
     for (int il = 0; il < hp->n_layer; il++) {
         struct mdl_layer *L = &m->layers[il];
-        char nm[GRAPH_NAME_MAX];
 #define T_(w, opt, a, b, s)                                                            \
     if ((st = mdl_tensor(f, &L->w, opt, a, b, err, "blk.%d." s ".weight", il)) != BRASA_OK) \
         return st;
 #define V_(w, opt, n, s)                                                        \
-    snprintf(nm, sizeof nm, "blk.%d." s, il);                                  \
-    if ((st = vec_f32(f, &L->w, opt, n, err, nm)) != BRASA_OK)                 \
+    if ((st = mdl_tensor(f, &L->w, opt, n, 0, err, "blk.%d." s, il)) != BRASA_OK) \
         return st;
         V_(attn_norm, false, E, "attn_norm.weight");
         T_(wq, false, E, nq, "attn_q");
@@ -173,7 +164,7 @@ static brasa_status load_io(struct mdl *m, const struct gguf_file *f, struct bra
     brasa_status st;
     if ((st = mdl_tensor(f, &m->token_embd, false, m->hp.n_embd, m->hp.n_vocab, err,
                          "token_embd.weight")) ||
-        (st = vec_f32(f, &m->output_norm, false, m->hp.n_embd, err, "output_norm.weight")) ||
+        (st = mdl_tensor(f, &m->output_norm, false, m->hp.n_embd, 0, err, "output_norm.weight")) ||
         (st = mdl_tensor(f, &m->output, true, m->hp.n_embd, m->hp.n_vocab, err, "output.weight")))
         return st;
     if (!m->output.data)

@@ -131,13 +131,14 @@ int blk_deltanet(struct blk *b, int il, int xn);
 int blk_decoder(struct blk *b, int x);
 /* Reads the common transformer keys "<arch>.*" into hp. */
 brasa_status mdl_read_common(struct mdl *m, const struct gguf_file *f, struct brasa_err *err);
-/* Finds tensor name (printf-style) and checks its shape; ne1 = 0 for a vector. Missing:
- * BRASA_ENOTFOUND naming it, unless optional (then w->data stays NULL). */
+/* Finds tensor name (printf-style) and checks its shape; ne1 = 0 for a vector, which must be
+ * F32 (mdl_need_f32). Missing: BRASA_ENOTFOUND naming it, unless optional (then w->data stays
+ * NULL). */
 brasa_status mdl_tensor(const struct gguf_file *f, struct mdl_w *w, bool optional, int64_t ne0,
                         int64_t ne1, struct brasa_err *err, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
 /* BRASA_EUNSUPPORTED naming the tensor unless w is absent or F32: what the graph reads as
- * floats itself (norm weights, biases, gates, convolutions), not through a product. */
+ * floats itself (vectors, which mdl_tensor checks; convolutions), not through a product. */
 brasa_status mdl_need_f32(const struct mdl_w *w, struct brasa_err *err);
 /* token_embd, output_norm, output (tied when absent) and, per layer, the standard attention
  * (q, k, v, o with optional biases and q/k norms) and SwiGLU FFN tensors. */

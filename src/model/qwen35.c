@@ -48,11 +48,7 @@ static brasa_status load_deltanet(struct mdl *m, const struct gguf_file *f, int 
         (st = mdl_tensor(f, &L->ssm_norm, false, hp->ssm_dv, 0, err, "blk.%d.ssm_norm.weight", il)) ||
         (st = mdl_tensor(f, &L->ssm_out, false, nv, E, err, "blk.%d.ssm_out.weight", il)))
         return st;
-    const struct mdl_w *f32s[] = {&L->conv1d, &L->dt_bias, &L->ssm_a, &L->ssm_norm};
-    for (int i = 0; i < 4; i++)
-        if ((st = mdl_need_f32(f32s[i], err)))
-            return st;
-    return BRASA_OK;
+    return mdl_need_f32(&L->conv1d, err); /* (the vectors: mdl_tensor) */
 }
 
 static brasa_status load_attention(struct mdl *m, const struct gguf_file *f, int il,
@@ -68,8 +64,7 @@ static brasa_status load_attention(struct mdl *m, const struct gguf_file *f, int
         (st = mdl_tensor(f, &L->wv, false, E, nkv, err, "blk.%d.attn_v.weight", il)) ||
         (st = mdl_tensor(f, &L->wo, false, nq, E, err, "blk.%d.attn_output.weight", il)) ||
         (st = mdl_tensor(f, &L->q_norm, false, hd, 0, err, "blk.%d.attn_q_norm.weight", il)) ||
-        (st = mdl_tensor(f, &L->k_norm, false, hd, 0, err, "blk.%d.attn_k_norm.weight", il)) ||
-        (st = mdl_need_f32(&L->q_norm, err)) || (st = mdl_need_f32(&L->k_norm, err)))
+        (st = mdl_tensor(f, &L->k_norm, false, hd, 0, err, "blk.%d.attn_k_norm.weight", il)))
         return st;
     return BRASA_OK;
 }
@@ -103,8 +98,7 @@ static brasa_status qwen35_load(struct mdl *m, const struct gguf_file *f, struct
             (st = mdl_tensor(f, &L->ffn_up, false, hp->n_embd, hp->n_ff, err,
                              "blk.%d.ffn_up.weight", il)) ||
             (st = mdl_tensor(f, &L->ffn_down, false, hp->n_ff, hp->n_embd, err,
-                             "blk.%d.ffn_down.weight", il)) ||
-            (st = mdl_need_f32(&L->attn_norm, err)) || (st = mdl_need_f32(&L->ffn_norm, err)))
+                             "blk.%d.ffn_down.weight", il)))
             return st;
         st = L->recurrent ? load_deltanet(m, f, il, err) : load_attention(m, f, il, err);
         if (st != BRASA_OK)
