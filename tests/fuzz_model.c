@@ -55,6 +55,14 @@ static uint32_t rd_u32(struct rd *r)
 {
     return rd_u16(r) | rd_u16(r) << 16;
 }
+/* A string of up to cap - 1 bytes, none of them NUL, into s. */
+static void rd_str(struct rd *r, char *s, size_t cap)
+{
+    size_t n = rd_u8(r) % cap;
+    for (size_t k = 0; k < n; k++)
+        s[k] = (char)(rd_u8(r) | 1);
+    s[n] = 0;
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -112,7 +120,7 @@ static const uint32_t types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
                                  GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
                                  GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q2_K, GGML_TYPE_Q8_K};
 /* patterns that matter to the arithmetic: NaN, infinities, huge and tiny values (as F32 and as
- * two F16 / BF16), zero, and whatever the input says */
+ * two F16 / BF16); the last slot stands for four bytes of the input (zero among them) */
 static const uint32_t pats[] = {0x7FC00000u, 0x7F800000u, 0xFF800000u, 0x7F7FFFFFu, 0x00000001u,
                                 0x7C007C00u, 0x7E007E00u, 0xFC00FC00u, 0x7BFF7BFFu, 0};
 
@@ -223,14 +231,7 @@ static void apply_edit(const struct gguf_file *f, struct kv_ed *ke, struct t_ed 
         case 0: e->kind = 1, e->u = rd_u32(r); break;
         case 1: e->kind = 1, e->u = rd_u8(r); break; /* small counts: 0, 1, odd sizes */
         case 2: e->kind = 2, e->u = rd_u32(r); break;
-        case 3: {
-            size_t n = rd_u8(r) % sizeof e->str;
-            for (size_t k = 0; k < n; k++)
-                e->str[k] = (char)(rd_u8(r) | 1);
-            e->str[n] = 0;
-            e->kind = 3;
-            break;
-        }
+        case 3: e->kind = 3, rd_str(r, e->str, sizeof e->str); break;
         case 4: e->drop = true; break;
         default: /* arrays: cut short, or one element replaced */
             if (kv->type != GGUF_T_ARRAY || !kv->arr_len)
@@ -239,10 +240,7 @@ static void apply_edit(const struct gguf_file *f, struct kv_ed *ke, struct t_ed 
                 e->kind = 4, e->len = rd_u16(r) % kv->arr_len;
             } else {
                 e->kind = 5, e->len = rd_u32(r) % kv->arr_len, e->u = rd_u32(r);
-                size_t n = rd_u8(r) % sizeof e->str;
-                for (size_t k = 0; k < n; k++)
-                    e->str[k] = (char)(rd_u8(r) | 1);
-                e->str[n] = 0;
+                rd_str(r, e->str, sizeof e->str);
             }
             break;
         }
@@ -280,10 +278,9 @@ static void apply_edit(const struct gguf_file *f, struct kv_ed *ke, struct t_ed 
         break;
     }
     case 10: { /* two dims swapped (the bytes stay, the shape is wrong) */
-        if (e->n_dims >= 2 && tensor_bytes(e->type, e->n_dims, (int64_t[]){e->ne[1], e->ne[0], e->ne[2], e->ne[3]})) {
-            int64_t t = e->ne[0];
-            e->ne[0] = e->ne[1], e->ne[1] = t;
-        }
+        const int64_t sw[GGUF_MAX_DIMS] = {e->ne[1], e->ne[0], e->ne[2], e->ne[3]};
+        if (e->n_dims >= 2 && tensor_bytes(e->type, e->n_dims, sw))
+            memcpy(e->ne, sw, sizeof sw);
         break;
     }
     default: { /* the data filled with a pattern */
