@@ -12,6 +12,7 @@ for t in "$build"/tests/test_*; do
   [ -x "$t" ] || continue
   case " ${BRASA_TEST_SKIP:-} " in *" $(basename "$t") "*)
     printf '%-40s not run here\n' "$(basename "$t")"; continue;; esac
+  t0=$(date +%s)
   out=$(${BRASA_RUNNER:-} "$t" 2>"$t.log"); rc=$?
   # a binary that failed under a runner (wine) before printing a byte, on stdout or stderr, did
   # not start: run it once more, and say so
@@ -25,7 +26,8 @@ for t in "$build"/tests/test_*; do
   s=$(echo "$line" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p'); s=${s:-0}
   if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
   if [ "$f" -ne 0 ]; then bad="$bad $t"; cat "$t.log" >&2; fi
-  printf '%-40s %4d passed, %d failed, %d skipped\n' "$(basename "$t")" "$p" "$f" "$s"
+  printf '%-40s %4d passed, %d failed, %d skipped (%d s)\n' "$(basename "$t")" "$p" "$f" "$s" \
+    $(($(date +%s) - t0))
   total_p=$((total_p+p)); total_f=$((total_f+f)); total_s=$((total_s+s))
 done
 [ -n "$bad" ] && echo "failing:$bad"
