@@ -274,7 +274,10 @@ int drv_rtc_options(const struct drv *d, int arch, bool lineinfo, const char **o
             opts[n++] = "-g";
         return n;
     }
-    snprintf(archbuf, archcap, "--gpu-architecture=sm_%d", arch);
+    /* sm_90: its arch-specific target (sm_90a), whose code runs on sm_90 devices alone and
+     * which has Hopper's warpgroup products (wgmma); the code is compiled for the device's
+     * exact architecture anyway */
+    snprintf(archbuf, archcap, "--gpu-architecture=sm_%d%s", arch, arch == 90 ? "a" : "");
     opts[n++] = archbuf;
     opts[n++] = "--std=c++17";
     opts[n++] = "-default-device";

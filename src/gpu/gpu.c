@@ -79,6 +79,7 @@ struct mv_kernel {
     int dq;          /* mmt.cu: quantized weights dequantized into F16 tiles (quant_act's
                       * int8 activation times its scales, as F16: mode + 8) */
     int bps;         /* mmt.cu: blocks an SM holds at once */
+    int wg;          /* mmt.cu: F16 / BF16 on Hopper's warpgroup products (WG) */
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
     int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
     uint32_t wtype2; /* mvd.cu: the third weight's type where it differs (QT2), else 0 */
@@ -115,6 +116,9 @@ struct gpu {
     struct { int key; CUmodule m; CUfunction fn; } mf[32]; /* mvf.cu variants, when first used */
     int n_mf;
     bool spec;
+    /* F16 / BF16 prompt products on Hopper's warpgroup products (mmt.cu WG; sm_90 only):
+     * BRASA_GPU_MMT_WG=1 (off by default until measured on a GPU) */
+    bool mmt_wg;
     struct mv_kernel mv[96];
     int n_mv;
     struct wmap *w;
@@ -223,6 +227,7 @@ static void up_free(struct gpu *g);
 #define MMT_STAGE_BYTES (2 * 128 * 40 * 2) /* mmt.cu F16 / BF16: one stage of tiles */
 #define MMT_KF_BYTES (2 * (64 + 128) * 72 * 2) /* mmt.cu Q4_K / Q5_K on F16: two stages */
 #define MMT_DQ_STAGE_BYTES (128 * 72 * 2) /* mmt.cu dequantizing: one stage of either tile */
+#define MMT_WG_STAGE_BYTES (2 * 128 * 32 * 2) /* mmt.cu F16 / BF16 with WG: one stage */
 struct gpu_sess {
     struct gpu *g;
     const struct nccl *nc;  /* the shards' communicator (gpu_sess_set_comm), for ALLREDUCE */
@@ -427,6 +432,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     gmem_init(&g->mem, &g->d, budget);
     g->tl_level = drv_is_hip(&g->d) ? 0 : env_int("BRASA_GPU_TIMELINE", 0);
     g->spec = !env_is("BRASA_GPU_SPEC", "0");
+    g->mmt_wg = g->jit.arch == 90 && !drv_is_hip(&g->d) && env_is("BRASA_GPU_MMT_WG", "1");
     if (g->tl_level > 0) {
         size_t nb = (1 + 2 * (size_t)TL_N) * 8;
         if ((st = gmem_alloc(&g->mem, &g->tl, nb, "timeline", "gpu", err)) ||
@@ -498,6 +504,7 @@ void gpu_close(struct gpu *g)
 }
 
 const char *gpu_device_name(const struct gpu *g) { return g->name; }
+int gpu_arch(const struct gpu *g) { return drv_is_hip(&g->d) ? 0 : g->jit.arch; }
 uint64_t gpu_weight_bytes(const struct gpu *g) { return g->weight_bytes; }
 void gpu_mem_report(const struct gpu *g, FILE *f) { gmem_report(&g->mem, f); }
 
@@ -577,7 +584,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
     if (g->n_mv == (int)(sizeof g->mv / sizeof g->mv[0]))
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[6];
-    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, v, 6)
+    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, g->mmt_wg, v, 6)
              : dec && wtype2 ? gpu_mvd_mix_variants(wtype, wtype2, nc, rp, v, 6)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
@@ -588,10 +595,12 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
                           "Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)", wtype);
     brasa_status st = BRASA_OK;
     for (int k = 0; k < nv; k++) {
-        int kf = 0, dq = 0, ns = 0; /* mmt.cu: its Q4_K / Q5_K and dequantizing paths; stages */
+        /* mmt.cu: its Q4_K / Q5_K, dequantizing and warpgroup paths; stages */
+        int kf = 0, dq = 0, wg = 0, ns = 0;
         for (int d = 0; d < v[k].n_defs; d++) {
             kf |= !strcmp(v[k].defs[d].name, "KF") && v[k].defs[d].value;
             dq |= !strcmp(v[k].defs[d].name, "DQ") && v[k].defs[d].value;
+            wg |= !strcmp(v[k].defs[d].name, "WG") && v[k].defs[d].value;
             if (!strcmp(v[k].defs[d].name, "NS"))
                 ns = (int)v[k].defs[d].value;
         }
@@ -601,6 +610,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
                               .xc = xc, .rp = rp, .wtype2 = wtype2,
                               .nw = (int)v[k].defs[1].value,
                               .ncv = dec ? 1 : (int)v[k].defs[2].value};
+        if (wg && env_is("BRASA_GPU_MMT_WGX", "1") && v[k].n_defs < GV_MAX_DEFS)
+            v[k].defs[v[k].n_defs++] = (struct jit_def){"WGX", 1}; /* (measurement) */
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"PF", 0}; /* (measurement) */
         for (int d = 0; dec == 1 && d < v[k].n_defs; d++) /* (measurement) */
@@ -632,11 +643,13 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (dec == 2) { /* the tile shapes of mmt.cu's four paths */
             int fl = wtype == T_F16 || wtype == T_BF16;
             m.dq = dq;
+            m.wg = wg;
             m.tr = fl || dq ? (glu ? 64 : 128) : kf && glu ? 32 : 64;
             m.ncv = fl || kf || dq ? 128 : 64;
             m.nt = fl || kf || dq ? 256 : 128;
-            m.shm = kf ? MMT_KF_BYTES
-                  : dq ? (unsigned)(ns + 2) * MMT_DQ_STAGE_BYTES : (unsigned)ns * MMT_STAGE_BYTES;
+            m.shm = kf   ? MMT_KF_BYTES
+                  : dq ? (unsigned)(ns + 2) * MMT_DQ_STAGE_BYTES
+                  : wg ? (unsigned)ns * MMT_WG_STAGE_BYTES : (unsigned)ns * MMT_STAGE_BYTES;
             m.bps = blocks_per_sm(g, m.nt, regs, m.shm + (unsigned)m.sshm);
         }
         if (!allow_smem(g, m.fn, m.shm)) {
@@ -1636,7 +1649,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ksp = (int)((long)mv->bps * g->n_sm / nt);
         while (ksp > 1 && (ksp > 8 || nt * ksp > MMT_SPLIT_TILES || nks / ksp < 4))
             ksp--;
-        if (!(l = L(b, -1, mv->fn, glu ? "mmt_glu" : nm > 1 ? "mmt_multi" : "mmt", dst, tt,
+        if (!(l = L(b, -1, mv->fn, glu ? (mv->wg ? "mmt_wg_glu" : "mmt_glu")
+                                  : nm > 1 ? (mv->wg ? "mmt_wg_multi" : "mmt_multi")
+                                  : mv->wg ? "mmt_wg" : "mmt", dst, tt,
                     tiles, (unsigned)ksp, (unsigned)mv->nt, mv->shm)))
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)

@@ -45,6 +45,8 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
 /* Frees everything; reports leaked device allocations on stderr. */
 void gpu_close(struct gpu *g);
 const char *gpu_device_name(const struct gpu *g);
+/* The device's architecture as major x 10 + minor (90 for sm_90); AMD devices: 0 */
+int gpu_arch(const struct gpu *g);
 /* Makes g's context the calling thread's current one (what the collective library, which
  * goes through the CUDA runtime, takes as its device). */
 brasa_status gpu_make_current(struct gpu *g, struct brasa_err *err);

@@ -110,7 +110,7 @@ brasa_status jit_module(struct jit *j, const char *tmpl, const struct jit_def *d
     int maj = 0, min = 0;
     j->d->nvrtcVersion(&maj, &min);
     char tag[256];
-    snprintf(tag, sizeof tag, "sm_%d|%s|drv %d|nvrtc %d.%d|lineinfo %d|v1", j->arch, j->dev_name,
+    snprintf(tag, sizeof tag, "sm_%d|%s|drv %d|nvrtc %d.%d|lineinfo %d|v2", j->arch, j->dev_name,
              j->driver_ver, maj, min, (int)j->lineinfo);
     uint64_t key = kcache_hash(kcache_hash(0, src, strlen(src)), tag, strlen(tag));
     size_t size = 0;

@@ -103,7 +103,7 @@ int gpu_mvd_mix_variants(unsigned wtype, unsigned qt2, int ks, int rp, struct gp
     return n;
 }
 
-int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, int cap)
+int gpu_mmt_variants(unsigned wtype, int glu, int dq, int wg, struct gpu_variant *out, int cap)
 {
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
@@ -137,12 +137,18 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, struct gpu_variant *out, i
                                         .defs = {{"QT", (long)wtype}, {"GLU", glu}}};
         return counted(out, n);
     }
+    /* wg: first on Hopper's warpgroup products (WG, sm_90), 6 stages of 16 KiB */
+    int n = 0;
+    if (wg)
+        out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
+                                        .defs = {{"QT", (long)wtype}, {"GLU", glu}, {"MB", 2},
+                                                 {"NS", 6}, {"WG", 1}}};
     static const int ns[3] = {4, 2, 2}, mb[3] = {2, 2, 1}; /* stages (20 KiB each) */
     for (int v = 0; v < 3; v++)
-        out[v] = (struct gpu_variant){.tmpl = "mmt.cu",
-                                      .defs = {{"QT", (long)wtype}, {"GLU", glu}, {"MB", mb[v]},
-                                               {"NS", ns[v]}}};
-    return counted(out, 3);
+        out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
+                                        .defs = {{"QT", (long)wtype}, {"GLU", glu},
+                                                 {"MB", mb[v]}, {"NS", ns[v]}}};
+    return counted(out, n);
 }
 
 int gpu_all_variants(struct gpu_variant *out, int cap)
@@ -186,7 +192,7 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
             n += gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n, cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++)
-            n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, out + n, cap - n);
+            n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, 1, out + n, cap - n);
     /* the Q4_K and Q6_K decode products on the tensor cores: 1 or 2 row groups a warp (Q4_K;
      * 2 with gate+up), 1-16 warps a block, the RMSNorm folded in or not, the next weights
      * asked for ahead or not (Q4_K) */

@@ -41,6 +41,12 @@
 #ifndef DQ
 #define DQ 0
 #endif
+#ifndef WG
+#define WG 0
+#endif
+#if WG && QACT
+#error "WG: F16 / BF16 weights only"
+#endif
 #if DQ && !QACT
 #error "DQ: quantized weights only"
 #endif
@@ -832,6 +838,102 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 // tiles to shared memory with cp.async, NS - 1 steps ahead of the one it multiplies (NS
 // stages of 20 KiB in dynamic shared memory), and each warp reads its fragments with
 // ldmatrix: per 16 along k, 2 + NWT x MI ldmatrix for NWT x MI x 4 mma.sync.
+#if WG
+// ---- F16 / BF16 on Hopper's warpgroup products (wgmma, sm_90a) -----------------------------
+// The same tiles (128 weight rows x 128 tokens, KT = 32 along k a step), copied with cp.async
+// NS - 2 steps ahead into the layout wgmma reads from shared memory without swizzling: 8 rows
+// of 16 bytes (8 values along k) make a core matrix of 128 contiguous bytes, the four of a
+// block of 8 rows (k 0 .. 31) follow each other (128 bytes apart along k), and the blocks of 8
+// rows follow those (512 bytes apart). Warpgroup G (warps 4 G .. 4 G + 3) takes tokens 64 G ..
+// 64 G + 63 against both 64-row halves of the weight tile (GLU: the gate and the up rows), two
+// m64n64k16 products per 16 along k, into the registers the mma.sync path uses (AROW and ATOK
+// give each sum's row and token). NS - 2 steps ahead: a stage is written again only when the
+// products that read it two steps before are done (wgmma_wait<1> at the end of each step).
+#define WSTG (2 * 128 * KT) // halves per stage: 128 weight rows, then 128 tokens
+#ifndef NS
+#define NS 6
+#endif
+#if NS < 3
+#error "WG: at least 3 stages"
+#endif
+#ifndef WGX
+#define WGX 0 // 1: the two distances of the descriptors exchanged (a measurement)
+#endif
+
+__device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, int nrows,
+                                              int row0, int t0, int k, int k0, int k1, int T,
+                                              const void *xh, const i8 *xq, const float *xd,
+                                              const int *xsum, float (*acc)[MI][NJ][4])
+{
+#if BRASA_WGMMA
+    extern __shared__ __align__(128) u16 smh[];
+    const int tid = threadIdx.x, G = tid >> 7;
+    // this thread's copies: 16-byte chunks c = tid and tid + NT of each tile, row (token)
+    // c / 4, elements 8 (c % 4) on, into core matrix (c / 32, c % 4), its row c / 4 % 8
+    const u16 *wsrc[2], *xsrc[2];
+    int dst[2];
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        const int c = tid + u * NT, rr = c >> 2, ch = c & 3;
+        const int r = min(row0 + rr % BM, nrows - 1);
+        wsrc[u] = (const u16 *)(rr >= BM ? Wu : W) + (i64)r * k + ch * 8 + k0;
+        xsrc[u] = (const u16 *)xh + (i64)min(t0 + rr, T - 1) * k + ch * 8 + k0;
+        dst[u] = ((rr >> 3) * 4 + ch) * 64 + (rr & 7) * 8;
+    }
+    const int nk = (k1 - k0) / KT;
+#define COPY_STEP(kt)                                                                         \
+    do {                                                                                      \
+        if ((kt) < nk) {                                                                      \
+            u16 *sw_ = smh + ((kt) % NS) * WSTG;                                              \
+            for (int u = 0; u < 2; u++) {                                                     \
+                cp_async16(sw_ + dst[u], wsrc[u] + (kt) * KT);                                \
+                cp_async16(sw_ + 128 * KT + dst[u], xsrc[u] + (kt) * KT);                     \
+            }                                                                                 \
+        }                                                                                     \
+        cp_async_commit();                                                                    \
+    } while (0)
+#pragma unroll
+    for (int p = 0; p < NS - 2; p++)
+        COPY_STEP(p);
+    const unsigned base = smem_addr(smh);
+    const unsigned lbo = WGX ? 16 * KT : 128, sbo = WGX ? 128 : 16 * KT; // (bytes)
+    float *a = &acc[0][0][0][0];
+#pragma unroll 1
+    for (int kt = 0; kt < nk; kt++) {
+        cp_async_wait<NS - 3>(); // step kt's copies
+        fence_proxy_async();     // ... seen by wgmma
+        __syncthreads();         // ... from every thread
+        COPY_STEP(kt + NS - 2);  // into the stage of step kt - 2, whose products are done
+        const unsigned sw = base + (unsigned)((kt % NS) * WSTG * 2);
+        const unsigned sx = sw + 128 * KT * 2 + (unsigned)G * 8 * 16 * KT;
+        wgmma_fence();
+#pragma unroll
+        for (int s = 0; s < KT / 16; s++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                wgmma_6464<QT == T_BF16>(a + 32 * h,
+                                         wg_desc(sw + h * 8 * 16 * KT + 256 * s, lbo, sbo),
+                                         wg_desc(sx + 256 * s, lbo, sbo));
+        wgmma_commit();
+        wgmma_wait<1>(a, NWT * MI * NJ * 4);
+    }
+    wgmma_wait<0>(a, NWT * MI * NJ * 4);
+    cp_async_wait<0>(); // (nothing may be in flight when the block's shared memory is reused)
+#undef COPY_STEP
+#else
+    // (compiled for another architecture: the host chooses WG on sm_90 alone)
+#if BRASA_HIP
+    __builtin_trap();
+#else
+    __trap();
+#endif
+    (void)W, (void)Wu, (void)nrows, (void)row0, (void)t0, (void)k, (void)k0, (void)k1, (void)T,
+        (void)xh, (void)acc;
+#endif
+    (void)N, (void)xq, (void)xd, (void)xsum;
+}
+
+#else
 #define LH 40 // shared row stride in halves (80 bytes: 8 rows of an ldmatrix hit 32 banks)
 #ifndef NS
 #define NS 2
@@ -890,7 +992,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #undef COPY_STEP
     (void)N, (void)xq, (void)xd, (void)xsum;
 }
-
+#endif
 #endif
 
 // Grid (ceil(T / BN), row tiles, k slices); block NT. The int8 path's blocks per SM (QMB) are
@@ -927,7 +1029,6 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const void *xh, const i8 *xq, cons
         return;
     float acc[NWT][MI][NJ][4];
     zero_tiles(acc);
-    int wm = WROW(warp), wn = WTOK(warp); // the warp's rows and tokens in the tile
     i64 N = (i64)nrows * (k / qblock_elems(QT));
     // split along k (gridDim.z > 1, where the tiles alone leave SMs idle): slice z of the
     // steps; each block stores its partial sums, the last of a tile's blocks to finish adds
@@ -964,15 +1065,26 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const void *xh, const i8 *xq, cons
         if (tid == 0)
             cnt[tile] = 0; // for the next launch
     }
-    // C fragment: c0, c1 at (row lane / 4, tokens 2 (lane % 4) + 0, 1); c2, c3 at row + 8
+    // C fragment: c0, c1 at (row lane / 4, tokens 2 (lane % 4) + 0, 1); c2, c3 at row + 8 of
+    // the warp's 16 x 8 tile (i, j); WG: of row tile i / 2 (GLU: 0) and token tile
+    // 4 (i % 2) + j (GLU: 4 i + j) of its 64 x 64 wgmma half
+#if WG
+    const int wm = (warp & 3) * 16, wn = (warp >> 2) * 64;
+#define TILE_ROW(i) ((GLU ? 0 : 64 * ((i) >> 1)) + wm)
+#define TILE_TOK(i, j) (wn + 8 * ((GLU ? 4 * (i) : 4 * ((i) & 1)) + (j)))
+#else
+    const int wm = WROW(warp), wn = WTOK(warp); // the warp's rows and tokens in the tile
+#define TILE_ROW(i) (wm + (i) * 16)
+#define TILE_TOK(i, j) (wn + (j) * 8)
+#endif
 #pragma unroll
     for (int i = 0; i < MI; i++)
 #pragma unroll
         for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                int r = row0 + wm + i * 16 + (lane >> 2) + (c >= 2 ? 8 : 0);
-                int t = t0 + wn + j * 8 + (lane & 3) * 2 + (c & 1);
+                int r = row0 + TILE_ROW(i) + (lane >> 2) + (c >= 2 ? 8 : 0);
+                int t = t0 + TILE_TOK(i, j) + (lane & 3) * 2 + (c & 1);
                 if (r >= nrows || t >= T)
                     continue;
                 float v = acc[0][i][j][c];

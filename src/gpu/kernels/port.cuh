@@ -239,6 +239,92 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 #endif
 }
 
+// Hopper's warpgroup products (wgmma, sm_90a: the host compiles for it on sm_90 devices).
+// BRASA_WGMMA is 1 where they exist; elsewhere these helpers do nothing and the kernels that
+// use them are not chosen.
+#if !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
+    defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define BRASA_WGMMA 1
+#else
+#define BRASA_WGMMA 0
+#endif
+
+// A shared-memory matrix descriptor without swizzling: the operand's start (shared address),
+// the byte distance between core matrices (8 rows of 16 bytes) adjacent along k (lbo) and along
+// the rows (sbo)
+__device__ __forceinline__ unsigned long long wg_desc(unsigned start, unsigned lbo, unsigned sbo)
+{
+    return (unsigned long long)((start & 0x3FFFFu) >> 4) |
+           ((unsigned long long)((lbo & 0x3FFFFu) >> 4) << 16) |
+           ((unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32);
+}
+
+// D (64 x 64, F32) += A (64 x 16) B (16 x 64)^T, both read from shared memory by descriptor,
+// F16 (BF = 0) or BF16 (BF = 1) values, k contiguous in each (no transposition). Thread t of
+// the warpgroup holds rows 16 (t / 32) + (t % 32) / 4 (+ 8 for d[4j + 2], d[4j + 3]) and
+// columns 8 j + 2 (t % 4) (+ 1 for d[4j + 1], d[4j + 3]), j < 8.
+#define WGMMA_6464(TY)                                                                          \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                     \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "  \
+                 "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+                 "%32, %33, p, 1, 1, 0, 0;\n}"                                                   \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),     \
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),   \
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),             \
+                   "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),             \
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]),             \
+                   "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])              \
+                 : "l"(da), "l"(db))
+template <int BF>
+__device__ __forceinline__ void wgmma_6464(float *d, unsigned long long da, unsigned long long db)
+{
+#if BRASA_WGMMA
+    if (BF)
+        WGMMA_6464("bf16");
+    else
+        WGMMA_6464("f16");
+#else
+    (void)d, (void)da, (void)db;
+#endif
+}
+#undef WGMMA_6464
+// Before a warpgroup's first product of a sequence (its accumulators were written by other
+// instructions), after its products of a sequence, and waiting until at most N sequences are
+// still running; the registers of n accumulators pinned after a wait (the compiler may not move
+// their reads before it)
+__device__ __forceinline__ void wgmma_fence()
+{
+#if BRASA_WGMMA
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit()
+{
+#if BRASA_WGMMA
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void wgmma_wait(float *a, int n)
+{
+#if BRASA_WGMMA
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+#pragma unroll
+    for (int i = 0; i < n; i++)
+        asm volatile("" : "+f"(a[i])::"memory");
+#else
+    (void)a, (void)n;
+#endif
+}
+// This thread's writes to shared memory (its completed cp.async copies) made visible to the
+// asynchronous proxy through which wgmma reads (then a barrier for the whole block's)
+__device__ __forceinline__ void fence_proxy_async()
+{
+#if BRASA_WGMMA
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
 // A float written by another block of the running grid (read from L2, not L1)
 __device__ __forceinline__ float ld_cg(const float *p)
 {
