@@ -214,7 +214,7 @@ TEST(hiprtc_through_the_driver_table)
         REQUIRE(d.nvrtcCreateProgram(&p, src, v[i].tmpl, nh, hs, hn) == 0);
         const char *opts[8];
         char ab[32];
-        int no = drv_rtc_options(&d, 0, false, opts, ab, sizeof ab);
+        int no = drv_rtc_options(&d, 0, 0, opts, ab, sizeof ab);
         opts[no++] = "--gpu-architecture=gfx1030";
         int r = d.nvrtcCompileProgram(p, no, opts);
         size_t ls = 0, cs = 0;

@@ -261,9 +261,10 @@ int drv_wave_size(const struct drv *d, CUdevice dev)
     return w == 64 ? 64 : 32;
 }
 
-int drv_rtc_options(const struct drv *d, int arch, bool lineinfo, const char **opts,
+int drv_rtc_options(const struct drv *d, int arch, unsigned flags, const char **opts,
                     char *archbuf, size_t archcap)
 {
+    const bool lineinfo = flags & 1; /* (JIT_LINEINFO) */
     int n = 0;
     if (drv_is_hip(d)) {
         /* hiprtc targets the current device's gfx architecture by itself */
@@ -284,5 +285,7 @@ int drv_rtc_options(const struct drv *d, int arch, bool lineinfo, const char **o
     opts[n++] = "--fmad=true";
     if (lineinfo)
         opts[n++] = "-lineinfo";
+    if (flags & 2) /* (JIT_CHECK: the machine code unoptimized, a third of the time) */
+        opts[n++] = "--ptxas-options=-O0";
     return n;
 }

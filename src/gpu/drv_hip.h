@@ -29,9 +29,9 @@ bool drv_is_hip(const struct drv *d);
 /* Lanes per wavefront of device dev (32 on RDNA, 64 on CDNA); 32 for CUDA or when unknown. */
 int drv_wave_size(const struct drv *d, CUdevice dev);
 /* The run-time compiler's options for the device: NVRTC's for sm_<arch> on CUDA; on HIP,
- * hiprtc's (it compiles for the current device's gfx target when none is given). Returns
- * the count written to opts (at most 6). */
-int drv_rtc_options(const struct drv *d, int arch, bool lineinfo, const char **opts,
+ * hiprtc's (it compiles for the current device's gfx target when none is given); flags
+ * (jit.h): JIT_LINEINFO, JIT_CHECK. Returns the count written to opts (at most 7). */
+int drv_rtc_options(const struct drv *d, int arch, unsigned flags, const char **opts,
                     char *archbuf, size_t archcap);
 
 #endif

@@ -48,7 +48,7 @@ static int collect_headers(const char **names, const char **srcs, int cap)
 }
 
 brasa_status jit_compile(const struct drv *d, const char *src, const char *tmpl, int arch,
-                         bool lineinfo, void **image, size_t *size, struct brasa_err *err)
+                         unsigned flags, void **image, size_t *size, struct brasa_err *err)
 {
     *image = NULL;
     const char *hn[16], *hs[16];
@@ -60,7 +60,7 @@ brasa_status jit_compile(const struct drv *d, const char *src, const char *tmpl,
                           d->nvrtcGetErrorString(r));
     char archopt[32];
     const char *opts[8];
-    int nopt = drv_rtc_options(d, arch, lineinfo, opts, archopt, sizeof archopt);
+    int nopt = drv_rtc_options(d, arch, flags, opts, archopt, sizeof archopt);
     r = d->nvrtcCompileProgram(prog, nopt, opts);
     brasa_status st = BRASA_OK;
     if (r != 0) {
@@ -121,7 +121,8 @@ brasa_status jit_module(struct jit *j, const char *tmpl, const struct jit_def *d
     if (img) {
         j->n_cached++;
     } else {
-        st = jit_compile(j->d, src, tmpl, j->arch, j->lineinfo, &img, &size, err);
+        st = jit_compile(j->d, src, tmpl, j->arch, j->lineinfo ? JIT_LINEINFO : 0, &img, &size,
+                         err);
         j->compile_s += plat_now() - t0;
         j->n_compiled++;
         if (st == BRASA_OK && j->cache_dir[0])

@@ -31,9 +31,14 @@ struct jit {
 /* Rendered source: "#define NAME value" per parameter, then the template's text. */
 brasa_status jit_render(const char *tmpl, const struct jit_def *defs, int n, char **out,
                         struct brasa_err *err);
+/* jit_compile's flags: line information (for compute-sanitizer reports); a compile check,
+ * not code to run (the machine code made without optimization: the same checks of every
+ * instruction for the architecture, in a fraction of the time) */
+#define JIT_LINEINFO 1u
+#define JIT_CHECK 2u
 /* Compiles a rendered source to a CUBIN for sm_<arch> (needs only NVRTC, not a GPU). */
 brasa_status jit_compile(const struct drv *d, const char *src, const char *tmpl, int arch,
-                         bool lineinfo, void **image, size_t *size, struct brasa_err *err);
+                         unsigned flags, void **image, size_t *size, struct brasa_err *err);
 /* Render + disk cache + compile + load. */
 brasa_status jit_module(struct jit *j, const char *tmpl, const struct jit_def *defs, int n,
                         CUmodule *mod, struct brasa_err *err);

@@ -1103,4 +1103,6 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const void *xh, const i8 *xq, cons
                 y[o] = res ? res[o] + v * rscale : v;
 #endif
             }
+#undef TILE_ROW
+#undef TILE_TOK
 }
