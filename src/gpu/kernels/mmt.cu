@@ -1055,12 +1055,17 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const void *xh, const i8 *xq, cons
         if (!last)
             return;
         __threadfence();
+        // the slices' sums added in slice order, a slice's na loads asked for together: one
+        // L2 round trip a slice, where one a value (na of them) left this block's tail as long
+        // as the products of a small launch
 #pragma unroll
-        for (int e = 0; e < na; e++) {
-            float v = 0.0f;
-            for (int zz = 0; zz < nsp; zz++)
-                v += ld_cg(&pp[((i64)zz * na + e) * NT]);
-            a[e] = v;
+        for (int e = 0; e < na; e++)
+            a[e] = 0.0f;
+        for (int zz = 0; zz < nsp; zz++) {
+            const float *q = pp + (i64)zz * na * NT;
+#pragma unroll
+            for (int e = 0; e < na; e++)
+                a[e] += ld_cg(q + (i64)e * NT);
         }
         if (tid == 0)
             cnt[tile] = 0; // for the next launch
