@@ -576,12 +576,13 @@ TEST(decode_q4k_on_tensor_cores)
     }
 }
 
-/* F16 and BF16 prompt products on Hopper's warpgroup products (mmt.cu WG, BRASA_GPU_MMT_WG=1,
- * sm_90 only) against the mma.sync tiles: prompts of 300 tokens (three tiles of 128 tokens, the
- * last part-filled; rows of every fixture fewer than a tile's 128) through the tensor-core
- * kernel in both sessions, then 16 decode steps. The same products, summed in another order
- * (F32 accumulate), so the logits within 2e-3 of the largest; and every fixture within its
- * bounds of the goldens and the CPU backend with the prompts on the warpgroups. */
+/* F16 and BF16 prompt products on Hopper's warpgroup products (mmt.cu WG, sm_90 only;
+ * BRASA_GPU_MMT_WG=1 unswizzled tiles, =2 tiles in the 128-byte swizzle) against the mma.sync
+ * tiles: prompts of 300 tokens (three tiles of 128 tokens, the last part-filled; rows of every
+ * fixture fewer than a tile's 128) through the tensor-core kernel in both sessions, then 16
+ * decode steps. The same products, summed in another order (F32 accumulate), so the logits
+ * within 2e-3 of the largest; every fixture within its bounds of the goldens and the CPU
+ * backend with the prompts on the warpgroups; and the plans: the prompt's products all there. */
 TEST(prompt_f16_on_warpgroups)
 {
     if (!gpu_present())
@@ -597,31 +598,34 @@ TEST(prompt_f16_on_warpgroups)
     gpu_close(g);
     if (arch != 90)
         SKIP("not an sm_90 device");
-    static const char *const env[] = {"BRASA_GPU_MMT_WG", "1", NULL};
     static const char *const names[] = {"mmt_wg", "mmt_wg_glu"};
     static const char *const fl[] = {"F16", "BF16"};
     setenv("BRASA_GPU_MMT_MIN", "2", 1);
-    for (int t = 0; t < 2; t++) {
-        decode_pair_ctx(fl[t], env, 2e-3, "prompt on the warpgroups", 512, 300);
-        /* the plan: the 6-token prompt's products all on the warpgroups */
-        char rel[64];
-        snprintf(rel, sizeof rel, "fixtures/llama.%s.gguf", fl[t]);
-        static const char *const on[] = {"BRASA_GPU_MMT_WG", "1", "BRASA_GPU_MMT_MIN", "2", NULL};
-        int n[3], nl, mixed;
-        for (int j = 0; j < 2; j++)
-            if (plan_counts(test_shared_path(rel), on, 64, names + j, 1, n, &nl, &mixed))
-                CHECKF(n[1] >= nl, "%s: %d %s launches in the prompt for %d layers", rel, n[1],
-                       names[j], nl);
+    for (int wg = 1; wg <= 2; wg++) {
+        const char *const env[] = {"BRASA_GPU_MMT_WG", wg == 1 ? "1" : "2", NULL};
+        const char *const on[] = {"BRASA_GPU_MMT_WG", env[1], "BRASA_GPU_MMT_MIN", "2", NULL};
+        char what[64];
+        snprintf(what, sizeof what, "prompt on the warpgroups (WG %d)", wg);
+        for (int t = 0; t < 2; t++) {
+            decode_pair_ctx(fl[t], env, 2e-3, what, 512, 300);
+            char rel[64];
+            snprintf(rel, sizeof rel, "fixtures/llama.%s.gguf", fl[t]);
+            int n[3], nl, mixed;
+            for (int j = 0; j < 2; j++)
+                if (plan_counts(test_shared_path(rel), on, 64, names + j, 1, n, &nl, &mixed))
+                    CHECKF(n[1] >= nl, "%s WG %d: %d %s launches in the prompt for %d layers",
+                           rel, wg, n[1], names[j], nl);
+        }
+        setenv("BRASA_GPU_MMT_WG", env[1], 1);
+        double wgo = 0, wc = 0;
+        for (size_t a = 0; a < sizeof archs / sizeof *archs; a++)
+            for (int t = 0; t < 2; t++)
+                check_file(archs[a], fl[t], &wgo, &wc);
+        unsetenv("BRASA_GPU_MMT_WG");
+        printf("  worst error / bound (F16 and BF16 prompts on the warpgroups, WG %d): vs golden "
+               "%.2f, vs CPU %.2f\n", wg, wgo, wc);
     }
-    setenv("BRASA_GPU_MMT_WG", "1", 1);
-    double wg = 0, wc = 0;
-    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++)
-        for (int t = 0; t < 2; t++)
-            check_file(archs[a], fl[t], &wg, &wc);
-    unsetenv("BRASA_GPU_MMT_WG");
     unsetenv("BRASA_GPU_MMT_MIN");
-    printf("  worst error / bound (F16 and BF16 prompts on the warpgroups): vs golden %.2f, vs "
-           "CPU %.2f\n", wg, wc);
 }
 
 /* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in

@@ -117,8 +117,9 @@ struct gpu {
     int n_mf;
     bool spec;
     /* F16 / BF16 prompt products on Hopper's warpgroup products (mmt.cu WG; sm_90 only):
-     * BRASA_GPU_MMT_WG=1 (off by default until measured on a GPU) */
-    bool mmt_wg;
+     * BRASA_GPU_MMT_WG=1 unswizzled tiles, =2 in the 128-byte swizzle (off by default until
+     * measured on a GPU) */
+    int mmt_wg;
     struct mv_kernel mv[96];
     int n_mv;
     struct wmap *w;
@@ -227,7 +228,8 @@ static void up_free(struct gpu *g);
 #define MMT_STAGE_BYTES (2 * 128 * 40 * 2) /* mmt.cu F16 / BF16: one stage of tiles */
 #define MMT_KF_BYTES (2 * (64 + 128) * 72 * 2) /* mmt.cu Q4_K / Q5_K on F16: two stages */
 #define MMT_DQ_STAGE_BYTES (128 * 72 * 2) /* mmt.cu dequantizing: one stage of either tile */
-#define MMT_WG_STAGE_BYTES (2 * 128 * 32 * 2) /* mmt.cu F16 / BF16 with WG: one stage */
+#define MMT_WG_STAGE_BYTES (2 * 128 * 32 * 2) /* mmt.cu F16 / BF16 with WG 1: one stage (WG 2:
+                                               * twice, and 1 KiB to align the first) */
 struct gpu_sess {
     struct gpu *g;
     const struct nccl *nc;  /* the shards' communicator (gpu_sess_set_comm), for ALLREDUCE */
@@ -432,7 +434,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     gmem_init(&g->mem, &g->d, budget);
     g->tl_level = drv_is_hip(&g->d) ? 0 : env_int("BRASA_GPU_TIMELINE", 0);
     g->spec = !env_is("BRASA_GPU_SPEC", "0");
-    g->mmt_wg = g->jit.arch == 90 && !drv_is_hip(&g->d) && env_is("BRASA_GPU_MMT_WG", "1");
+    g->mmt_wg = g->jit.arch == 90 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MMT_WG", 0) : 0;
     if (g->tl_level > 0) {
         size_t nb = (1 + 2 * (size_t)TL_N) * 8;
         if ((st = gmem_alloc(&g->mem, &g->tl, nb, "timeline", "gpu", err)) ||
@@ -600,7 +602,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         for (int d = 0; d < v[k].n_defs; d++) {
             kf |= !strcmp(v[k].defs[d].name, "KF") && v[k].defs[d].value;
             dq |= !strcmp(v[k].defs[d].name, "DQ") && v[k].defs[d].value;
-            wg |= !strcmp(v[k].defs[d].name, "WG") && v[k].defs[d].value;
+            if (!strcmp(v[k].defs[d].name, "WG"))
+                wg = (int)v[k].defs[d].value;
             if (!strcmp(v[k].defs[d].name, "NS"))
                 ns = (int)v[k].defs[d].value;
         }
@@ -649,7 +652,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             m.nt = fl || kf || dq ? 256 : 128;
             m.shm = kf   ? MMT_KF_BYTES
                   : dq ? (unsigned)(ns + 2) * MMT_DQ_STAGE_BYTES
-                  : wg ? (unsigned)ns * MMT_WG_STAGE_BYTES : (unsigned)ns * MMT_STAGE_BYTES;
+                  : wg ? (unsigned)ns * MMT_WG_STAGE_BYTES * (unsigned)wg + (wg == 2 ? 1024 : 0)
+                       : (unsigned)ns * MMT_STAGE_BYTES;
             m.bps = blocks_per_sm(g, m.nt, regs, m.shm + (unsigned)m.sshm);
         }
         if (!allow_smem(g, m.fn, m.shm)) {

@@ -137,12 +137,14 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, int wg, struct gpu_variant
                                         .defs = {{"QT", (long)wtype}, {"GLU", glu}}};
         return counted(out, n);
     }
-    /* wg: first on Hopper's warpgroup products (WG, sm_90), 6 stages of 16 KiB */
+    /* wg: first on Hopper's warpgroup products (WG, sm_90): 1, unswizzled tiles, 6 stages of
+     * 16 KiB; 2, tiles in the 128-byte swizzle, 4 stages of 32 KiB */
     int n = 0;
-    if (wg)
+    if (wg == 1 || wg == 2)
         out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
-                                        .defs = {{"QT", (long)wtype}, {"GLU", glu}, {"MB", 2},
-                                                 {"NS", 6}, {"WG", 1}}};
+                                        .defs = {{"QT", (long)wtype}, {"GLU", glu},
+                                                 {"MB", wg == 1 ? 2 : 1}, {"NS", wg == 1 ? 6 : 4},
+                                                 {"WG", wg}}};
     static const int ns[3] = {4, 2, 2}, mb[3] = {2, 2, 1}; /* stages (20 KiB each) */
     for (int v = 0; v < 3; v++)
         out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
@@ -191,8 +193,14 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         for (int rp = 0; rp < 2; rp++)
             n += gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n, cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
-        for (int glu = 0; glu < 2; glu++)
+        for (int glu = 0; glu < 2; glu++) {
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, 1, out + n, cap - n);
+            struct gpu_variant w2[6]; /* F16 / BF16: and the swizzled WG variant, the first */
+            const unsigned t = gpu_matvec_types[i];
+            if ((t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) && n < cap &&
+                gpu_mmt_variants(t, glu, 1, 2, w2, 6) > 0)
+                out[n++] = w2[0];
+        }
     /* the Q4_K and Q6_K decode products on the tensor cores: 1 or 2 row groups a warp (Q4_K;
      * 2 with gate+up), 1-16 warps a block, the RMSNorm folded in or not, the next weights
      * asked for ahead or not (Q4_K) */

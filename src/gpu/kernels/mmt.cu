@@ -54,7 +54,7 @@
 // KF: 64 rows (GLU: 32 of each); F16 / BF16 and DQ: 128 rows (GLU: 64 of each); 128 tokens
 #define BM (KF ? (GLU ? 32 : 64) : (GLU ? 64 : 128))
 #define BN 128
-#define KT (QACT ? 64 : 32) // k per step
+#define KT (QACT || WG == 2 ? 64 : 32) // k per step
 #define NT 256
 #define MI (BM / 32)
 #define NJ 4
@@ -840,15 +840,18 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 // ldmatrix: per 16 along k, 2 + NWT x MI ldmatrix for NWT x MI x 4 mma.sync.
 #if WG
 // ---- F16 / BF16 on Hopper's warpgroup products (wgmma, sm_90a) -----------------------------
-// The same tiles (128 weight rows x 128 tokens, KT = 32 along k a step), copied with cp.async
-// NS - 2 steps ahead into the layout wgmma reads from shared memory without swizzling: 8 rows
-// of 16 bytes (8 values along k) make a core matrix of 128 contiguous bytes, the four of a
-// block of 8 rows (k 0 .. 31) follow each other (128 bytes apart along k), and the blocks of 8
-// rows follow those (512 bytes apart). Warpgroup G (warps 4 G .. 4 G + 3) takes tokens 64 G ..
-// 64 G + 63 against both 64-row halves of the weight tile (GLU: the gate and the up rows), two
-// m64n64k16 products per 16 along k, into the registers the mma.sync path uses (AROW and ATOK
-// give each sum's row and token). NS - 2 steps ahead: a stage is written again only when the
-// products that read it two steps before are done (wgmma_wait<1> at the end of each step).
+// The same tiles (128 weight rows x 128 tokens), copied with cp.async NS - 2 steps ahead into a
+// layout wgmma reads from shared memory. Warpgroup G (warps 4 G .. 4 G + 3) takes tokens 64 G
+// .. 64 G + 63 against both 64-row halves of the weight tile (GLU: the gate and the up rows),
+// two m64n64k16 products per 16 along k, into the registers the mma.sync path uses (AROW and
+// ATOK give each sum's row and token). NS - 2 steps ahead: a stage is written again only when
+// the products that read it two steps before are done (wgmma_wait<1> at the end of each step).
+// WG 1: KT = 32, no swizzling: 8 rows of 16 bytes (8 values along k) make a core matrix of 128
+// contiguous bytes, the four of a block of 8 rows follow each other (128 bytes apart along k),
+// the blocks of 8 rows follow those (512 bytes apart).
+// WG 2: KT = 64, rows of 128 bytes in the 128-byte swizzle: 16-byte chunk c of row r at chunk
+// c ^ (r % 8), blocks of 8 rows 1,024 bytes apart from a 1,024-byte aligned start (the
+// dynamic shared memory is aligned by hand: 1 KiB more of it); a 16 along k starts 32 bytes on.
 #define WSTG (2 * 128 * KT) // halves per stage: 128 weight rows, then 128 tokens
 #ifndef NS
 #define NS 6
@@ -859,6 +862,8 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #ifndef WGX
 #define WGX 0 // 1: the two distances of the descriptors exchanged (a measurement)
 #endif
+#define WCH (KT / 8)               // 16-byte chunks of a row
+#define WCP (2 * 128 * WCH / NT)   // a thread's copies a step
 
 __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, int nrows,
                                               int row0, int t0, int k, int k0, int k1, int T,
@@ -868,35 +873,52 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #if BRASA_WGMMA
     extern __shared__ __align__(128) u16 smh[];
     const int tid = threadIdx.x, G = tid >> 7;
-    // this thread's copies: 16-byte chunks c = tid and tid + NT of each tile, row (token)
-    // c / 4, elements 8 (c % 4) on, into core matrix (c / 32, c % 4), its row c / 4 % 8
-    const u16 *wsrc[2], *xsrc[2];
-    int dst[2];
+#if WG == 2
+    u16 *const sm0 = smh + ((1024 - (smem_addr(smh) & 1023)) & 1023) / 2;
+#else
+    u16 *const sm0 = smh;
+#endif
+    // this thread's copies: 16-byte chunks c = tid + NT u of the stage, row (of the weight
+    // tile, then of the token tile) c / WCH, elements 8 (c % WCH) on
+    const u16 *src[WCP];
+    int dst[WCP];
 #pragma unroll
-    for (int u = 0; u < 2; u++) {
-        const int c = tid + u * NT, rr = c >> 2, ch = c & 3;
-        const int r = min(row0 + rr % BM, nrows - 1);
-        wsrc[u] = (const u16 *)(rr >= BM ? Wu : W) + (i64)r * k + ch * 8 + k0;
-        xsrc[u] = (const u16 *)xh + (i64)min(t0 + rr, T - 1) * k + ch * 8 + k0;
+    for (int u = 0; u < WCP; u++) {
+        const int c = tid + u * NT, rr = c / WCH, ch = c % WCH;
+        if (rr < 128) {
+            const int r = min(row0 + rr % BM, nrows - 1);
+            src[u] = (const u16 *)(rr >= BM ? Wu : W) + (i64)r * k + ch * 8 + k0;
+        } else {
+            src[u] = (const u16 *)xh + (i64)min(t0 + rr - 128, T - 1) * k + ch * 8 + k0;
+        }
+#if WG == 2
+        dst[u] = rr * 64 + ((ch ^ (rr & 7)) << 3);
+#else
         dst[u] = ((rr >> 3) * 4 + ch) * 64 + (rr & 7) * 8;
+#endif
     }
     const int nk = (k1 - k0) / KT;
 #define COPY_STEP(kt)                                                                         \
     do {                                                                                      \
         if ((kt) < nk) {                                                                      \
-            u16 *sw_ = smh + ((kt) % NS) * WSTG;                                              \
-            for (int u = 0; u < 2; u++) {                                                     \
-                cp_async16(sw_ + dst[u], wsrc[u] + (kt) * KT);                                \
-                cp_async16(sw_ + 128 * KT + dst[u], xsrc[u] + (kt) * KT);                     \
-            }                                                                                 \
+            u16 *sw_ = sm0 + ((kt) % NS) * WSTG;                                              \
+            for (int u = 0; u < WCP; u++)                                                     \
+                cp_async16(sw_ + dst[u], src[u] + (kt) * KT);                                 \
         }                                                                                     \
         cp_async_commit();                                                                    \
     } while (0)
 #pragma unroll
     for (int p = 0; p < NS - 2; p++)
         COPY_STEP(p);
-    const unsigned base = smem_addr(smh);
+    const unsigned base = smem_addr(sm0);
+#if WG == 2
+    // (no distance along k inside the swizzle; 1,024 bytes between blocks of 8 rows)
+    const unsigned long long sw128 = 1ull << 62;
+#define WDESC(a) (wg_desc(a, 16, 1024) | sw128)
+#else
     const unsigned lbo = WGX ? 16 * KT : 128, sbo = WGX ? 128 : 16 * KT; // (bytes)
+#define WDESC(a) wg_desc(a, lbo, sbo)
+#endif
     float *a = &acc[0][0][0][0];
 #pragma unroll 1
     for (int kt = 0; kt < nk; kt++) {
@@ -904,6 +926,8 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         fence_proxy_async();     // ... seen by wgmma
         __syncthreads();         // ... from every thread
         COPY_STEP(kt + NS - 2);  // into the stage of step kt - 2, whose products are done
+        // the stage's weight rows, and this warpgroup's 64 tokens (blocks of 8 rows:
+        // 16 KT bytes apart)
         const unsigned sw = base + (unsigned)((kt % NS) * WSTG * 2);
         const unsigned sx = sw + 128 * KT * 2 + (unsigned)G * 8 * 16 * KT;
         wgmma_fence();
@@ -912,11 +936,12 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #pragma unroll
             for (int h = 0; h < 2; h++)
                 wgmma_6464<QT == T_BF16>(a + 32 * h,
-                                         wg_desc(sw + h * 8 * 16 * KT + 256 * s, lbo, sbo),
-                                         wg_desc(sx + 256 * s, lbo, sbo));
+                                         WDESC(sw + h * 8 * 16 * KT + (WG == 2 ? 32 : 256) * s),
+                                         WDESC(sx + (WG == 2 ? 32 : 256) * s));
         wgmma_commit();
         wgmma_wait<1>(a, NWT * MI * NJ * 4);
     }
+#undef WDESC
     wgmma_wait<0>(a, NWT * MI * NJ * 4);
     cp_async_wait<0>(); // (nothing may be in flight when the block's shared memory is reused)
 #undef COPY_STEP
