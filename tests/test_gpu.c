@@ -679,6 +679,54 @@ TEST(prompt_f16_on_warpgroups)
     unsetenv("BRASA_GPU_MMT_MIN");
 }
 
+/* Quantized prompt weights dequantized into F16 tiles (mmt.cu DQ: the K formats' default, Q8_0
+ * with BRASA_GPU_MMT_DQ=2) on Hopper's warpgroup products (BRASA_GPU_MMT_WG=3; sm_90 only), on
+ * the tiny qwen2 of heads of 128 in Q4_K_M and Q8_0, prompts of 300 tokens: against the CPU
+ * backend within the types' bound, against the mma.sync tiles within 2e-3 of the largest logit
+ * (the same F16 products summed in another order), and the plans. */
+TEST(prompt_dq_on_warpgroups)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    struct brasa_err err = {{0}};
+    struct gpu *g = NULL;
+    REQUIRE(gpu_open(&g, NULL, &err) == BRASA_OK);
+    int arch = gpu_arch(g);
+    gpu_close(g);
+    if (arch != 90)
+        SKIP("not an sm_90 device");
+    static const char *const names[] = {"mmt_wg_multi", "mmt_wg", "mmt_wg_glu"};
+    static const int ft[2] = {FTYPE_Q4_K_M, FTYPE_Q8_0};
+    static const char *const fl[2] = {"Q4_K_M", "Q8_0"};
+    setenv("BRASA_GPU_MMT_MIN", "2", 1);
+    setenv("BRASA_GPU_MMT_DQ", "2", 1);
+    for (int t = 0; t < 2; t++) {
+        char path[256];
+        if (!tiny128_of(path, sizeof path, ft[t]))
+            continue;
+        const double tol = tol_of(fl[t]);
+        static const char *const none[] = {NULL};
+        static const char *const env[] = {"BRASA_GPU_MMT_WG", "3", NULL};
+        static const char *const on[] = {"BRASA_GPU_MMT_WG", "3", "BRASA_GPU_MMT_MIN", "2",
+                                         "BRASA_GPU_MMT_DQ", "2", NULL};
+        double e0 = gpu_vs_cpu(path, none, 300), e = gpu_vs_cpu(path, env, 300);
+        printf("  tiny128 %-6s F16 tiles: vs CPU %.3g with mma.sync, %.3g on the warpgroups "
+               "(bound %.0e)\n", fl[t], e0, e, tol);
+        CHECKF(e0 <= tol && e <= tol, "tiny128 %s: %.3g and %.3g from the CPU", fl[t], e0, e);
+        char label[64];
+        snprintf(label, sizeof label, "tiny128 %s", fl[t]);
+        decode_pair_path(path, label, env, 2e-3, "prompt on the warpgroups (WG 3)", 512, 300);
+        int n[2], nl, mixed;
+        for (int j = 0; j < 3; j++)
+            if (plan_counts(path, on, 64, names + j, 1, n, &nl, &mixed))
+                CHECKF(n[1] >= nl, "tiny128 %s: %d %s launches in the prompt for %d layers",
+                       fl[t], n[1], names[j], nl);
+        remove(path);
+    }
+    unsetenv("BRASA_GPU_MMT_DQ");
+    unsetenv("BRASA_GPU_MMT_MIN");
+}
+
 /* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in
  * llama and granite, NEOX in qwen2; qwen3's head norms and qwen35's partial rotation keep the
  * rope launch) against the rope launch: the same rotation, with the host's cos and sin where
@@ -1103,6 +1151,7 @@ TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_convers
           T(upload_staged_equals_pageable),
           T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
           T(decode_rope_in_products), T(decode_q4k_on_tensor_cores), T(prompt_f16_on_warpgroups),
+          T(prompt_dq_on_warpgroups),
           T(long_context_f16_cache), T(device_candidates), T(generate_queued),
           T(shard_allreduce_through_nccl),
           T(model_over_gpus))

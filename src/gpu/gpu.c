@@ -117,8 +117,8 @@ struct gpu {
     int n_mf;
     bool spec;
     /* F16 / BF16 prompt products on Hopper's warpgroup products (mmt.cu WG; sm_90 only):
-     * BRASA_GPU_MMT_WG=1 unswizzled tiles, =2 in the 128-byte swizzle (off by default until
-     * measured on a GPU) */
+     * BRASA_GPU_MMT_WG=1 unswizzled tiles, =2 in the 128-byte swizzle, =3 that and the
+     * quantized weights dequantized into F16 tiles too (off by default until measured) */
     int mmt_wg;
     struct mv_kernel mv[96];
     int n_mv;
@@ -585,8 +585,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         }
     if (g->n_mv == (int)(sizeof g->mv / sizeof g->mv[0]))
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
-    struct gpu_variant v[6];
-    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, g->mmt_wg, v, 6)
+    struct gpu_variant v[8];
+    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, g->mmt_wg, v, 8)
              : dec && wtype2 ? gpu_mvd_mix_variants(wtype, wtype2, nc, rp, v, 6)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
@@ -650,8 +650,9 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             m.tr = fl || dq ? (glu ? 64 : 128) : kf && glu ? 32 : 64;
             m.ncv = fl || kf || dq ? 128 : 64;
             m.nt = fl || kf || dq ? 256 : 128;
-            m.shm = kf   ? MMT_KF_BYTES
-                  : dq ? (unsigned)(ns + 2) * MMT_DQ_STAGE_BYTES
+            m.shm = kf         ? MMT_KF_BYTES
+                  : dq && wg ? (unsigned)(ns + 3) * MMT_WG_STAGE_BYTES + 1024
+                  : dq       ? (unsigned)(ns + 2) * MMT_DQ_STAGE_BYTES
                   : wg ? (unsigned)ns * MMT_WG_STAGE_BYTES * (unsigned)wg + (wg == 2 ? 1024 : 0)
                        : (unsigned)ns * MMT_STAGE_BYTES;
             m.bps = blocks_per_sm(g, m.nt, regs, m.shm + (unsigned)m.sshm);

@@ -108,7 +108,7 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, int wg, struct gpu_variant
     int known = 0;
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
-    if (!known || wtype == GGML_TYPE_F32 || cap < 6) /* F32 products stay in F32 */
+    if (!known || wtype == GGML_TYPE_F32 || cap < 8) /* F32 products stay in F32 */
         return 0;
     /* quantized: blocks of 4 warps, 4 or 3 per SM where the registers allow it without
      * spilling, else as many registers as the compiler likes (gate+up of the K formats: about
@@ -119,6 +119,11 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, int wg, struct gpu_variant
         /* dq: first dequantized into F16 tiles as the F16 path's (4 stages of activations and
          * 2 of weights, 108 KiB of shared memory, where the device allows it; else 2 + 2);
          * the others are what the caller gets where these do not compile or spill */
+        if (dq && wg == 3) /* (on Hopper's warpgroup products, the F16 path's WG 2 tiles) */
+            out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
+                                            .defs = {{"QT", (long)wtype}, {"GLU", glu},
+                                                     {"MB", 1}, {"DQ", 1}, {"NS", 4},
+                                                     {"WG", 2}}};
         for (int v = 0; dq && v < 2; v++)
             out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
                                             .defs = {{"QT", (long)wtype}, {"GLU", glu},
@@ -140,11 +145,11 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, int wg, struct gpu_variant
     /* wg: first on Hopper's warpgroup products (WG, sm_90): 1, unswizzled tiles, 6 stages of
      * 16 KiB; 2, tiles in the 128-byte swizzle, 4 stages of 32 KiB */
     int n = 0;
-    if (wg == 1 || wg == 2)
+    if (wg >= 1 && wg <= 3)
         out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
                                         .defs = {{"QT", (long)wtype}, {"GLU", glu},
                                                  {"MB", wg == 1 ? 2 : 1}, {"NS", wg == 1 ? 6 : 4},
-                                                 {"WG", wg}}};
+                                                 {"WG", wg == 1 ? 1 : 2}}};
     static const int ns[3] = {4, 2, 2}, mb[3] = {2, 2, 1}; /* stages (20 KiB each) */
     for (int v = 0; v < 3; v++)
         out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
@@ -195,10 +200,9 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++) {
             n += gpu_mmt_variants(gpu_matvec_types[i], glu, 1, 1, out + n, cap - n);
-            struct gpu_variant w2[6]; /* F16 / BF16: and the swizzled WG variant, the first */
-            const unsigned t = gpu_matvec_types[i];
-            if ((t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) && n < cap &&
-                gpu_mmt_variants(t, glu, 1, 2, w2, 6) > 0)
+            struct gpu_variant w2[8]; /* and the swizzled WG variant (quantized: with DQ), the
+                                       * first of wg 3's list */
+            if (n < cap && gpu_mmt_variants(gpu_matvec_types[i], glu, 1, 3, w2, 8) > 0)
                 out[n++] = w2[0];
         }
     /* the Q4_K and Q6_K decode products on the tensor cores: 1 or 2 row groups a warp (Q4_K;

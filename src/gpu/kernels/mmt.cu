@@ -44,8 +44,11 @@
 #ifndef WG
 #define WG 0
 #endif
-#if WG && QACT
-#error "WG: F16 / BF16 weights only"
+#if WG && QACT && !DQ
+#error "WG: F16 / BF16 weights, or quantized ones dequantized into F16 tiles (DQ)"
+#endif
+#if WG && DQ && WG != 2
+#error "WG with DQ: the swizzled tiles (2)"
 #endif
 #if DQ && !QACT
 #error "DQ: quantized weights only"
@@ -347,7 +350,11 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 // floats instead of the 8-bit activation moved them further, BENCHMARKS.md). Per step of 64
 // along k a thread converts 32 values of one weight row, whose raw bytes it loaded during the
 // step before; the activation tile comes with cp.async NS - 1 steps ahead.
+#if WG
+#define DSTG (128 * 64) // halves per stage: 128 weight rows (or 128 tokens) x 64 along k
+#else
 #define DSTG (128 * LW) // halves per stage: 128 weight rows (or 128 tokens) x 64 along k
+#endif
 #ifndef NS
 #define NS 4
 #endif
@@ -422,8 +429,9 @@ __device__ __forceinline__ void deq4(u32 w, u32 c, u32 a, u32 m, u32 *o)
     o[1] = hsub_fma2(h1024(w, 1), c, a, m);
 }
 
-// Converts a raw share (step kk) and stores its 32 F16 values into the thread's weight row
-__device__ __forceinline__ void dstore(const draw &f, int kk, int hh, u16 *row)
+// Converts a raw share (step kk) and stores its 32 F16 values into the thread's weight row,
+// 16-byte chunk c at chunk c ^ x (WG: the 128-byte swizzle, x = the row % 8; else 0)
+__device__ __forceinline__ void dstore(const draw &f, int kk, int hh, u16 *row, int x)
 {
     u32 o0[8], o1[8]; // the two runs of 16
     int c0, c1;       // their columns
@@ -488,12 +496,94 @@ __device__ __forceinline__ void dstore(const draw &f, int kk, int hh, u16 *row)
     c0 = 32 * hh, c1 = 32 * hh + 16;
     (void)kk;
 #endif
-    *(uint4 *)(row + c0) = make_uint4(o0[0], o0[1], o0[2], o0[3]);
-    *(uint4 *)(row + c0 + 8) = make_uint4(o0[4], o0[5], o0[6], o0[7]);
-    *(uint4 *)(row + c1) = make_uint4(o1[0], o1[1], o1[2], o1[3]);
-    *(uint4 *)(row + c1 + 8) = make_uint4(o1[4], o1[5], o1[6], o1[7]);
+    *(uint4 *)(row + (((c0 >> 3) ^ x) << 3)) = make_uint4(o0[0], o0[1], o0[2], o0[3]);
+    *(uint4 *)(row + ((((c0 >> 3) + 1) ^ x) << 3)) = make_uint4(o0[4], o0[5], o0[6], o0[7]);
+    *(uint4 *)(row + (((c1 >> 3) ^ x) << 3)) = make_uint4(o1[0], o1[1], o1[2], o1[3]);
+    *(uint4 *)(row + ((((c1 >> 3) + 1) ^ x) << 3)) = make_uint4(o1[4], o1[5], o1[6], o1[7]);
 }
 
+#if WG
+// The same on Hopper's warpgroup products (WG 2's tiles: rows of 128 bytes in the 128-byte
+// swizzle, 1,024-byte aligned by hand; wgmma m64n64k16 as the F16 path's): NS activation
+// stages copied NS - 2 steps ahead, 3 weight stages, step kt + 1's converted while step kt's
+// products run (into the stage step kt - 2 read: every warpgroup has waited for those before
+// step kt's barrier).
+__device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, int nrows,
+                                              int row0, int t0, int k, int k0, int k1, int T,
+                                              const void *xh, const i8 *xq, const float *xd,
+                                              const int *xsum, float (*acc)[MI][NJ][4])
+{
+#if BRASA_WGMMA
+    extern __shared__ __align__(128) u16 smh[]; // NS activation stages, then 3 weight stages
+    u16 *const xst = smh + ((1024 - (smem_addr(smh) & 1023)) & 1023) / 2, *wst = xst + NS * DSTG;
+    const int tid = threadIdx.x, G = tid >> 7;
+    const int lr = tid >> 1, hh = tid & 1; // weight share: row lr, half hh (as below)
+    const u8 *Wg = lr >= BM ? Wu : W;
+    const int rl = min(row0 + lr % BM, nrows - 1);
+    const int tk = tid >> 3, chn = tid & 7; // activation copies: tokens tk + 32 u, chunk chn
+    const u16 *xb = (const u16 *)xh + k0 + chn * 8;
+    const int nk = (k1 - k0) / KT;
+#define DQ_X(kt)                                                                              \
+    do {                                                                                      \
+        if ((kt) < nk) {                                                                      \
+            u16 *d_ = xst + ((kt) % NS) * DSTG;                                               \
+            for (int u = 0; u < 4; u++) {                                                     \
+                const int r_ = tk + 32 * u;                                                   \
+                cp_async16(d_ + r_ * 64 + ((chn ^ (r_ & 7)) << 3),                            \
+                           xb + (i64)min(t0 + r_, T - 1) * k + (kt) * KT);                    \
+            }                                                                                 \
+        }                                                                                     \
+        cp_async_commit();                                                                    \
+    } while (0)
+    draw f;
+    dfetch(Wg, N, rl, k, k0, hh, f);
+    dstore(f, k0, hh, wst + lr * 64, lr & 7);
+    if (nk > 1)
+        dfetch(Wg, N, rl, k, k0 + KT, hh, f);
+#pragma unroll
+    for (int p = 0; p < NS - 2; p++)
+        DQ_X(p);
+    const unsigned xbase = smem_addr(xst), wbase = smem_addr(wst);
+    const unsigned long long sw128 = 1ull << 62;
+    float *a = &acc[0][0][0][0];
+#pragma unroll 1
+    for (int kt = 0; kt < nk; kt++) {
+        cp_async_wait<NS - 3>(); // step kt's activation
+        fence_proxy_async();     // ... and its weights (stored during step kt - 1) seen by wgmma
+        __syncthreads();
+        DQ_X(kt + NS - 2);
+        const unsigned sw = wbase + (unsigned)((kt % 3) * DSTG * 2);
+        const unsigned sx = xbase + (unsigned)((kt % NS) * DSTG * 2) + (unsigned)G * 8192;
+        wgmma_fence();
+#pragma unroll
+        for (int s = 0; s < KT / 16; s++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                wgmma_6464<0>(a + 32 * h, wg_desc(sw + h * 8192 + 32 * s, 16, 1024) | sw128,
+                              wg_desc(sx + 32 * s, 16, 1024) | sw128);
+        wgmma_commit();
+        if (kt + 1 < nk) { // step kt + 1's weights, during step kt's products
+            dstore(f, k0 + (kt + 1) * KT, hh, wst + ((kt + 1) % 3) * DSTG + lr * 64, lr & 7);
+            if (kt + 2 < nk)
+                dfetch(Wg, N, rl, k, k0 + (kt + 2) * KT, hh, f);
+        }
+        wgmma_wait<1>(a, NWT * MI * NJ * 4);
+    }
+    wgmma_wait<0>(a, NWT * MI * NJ * 4);
+    cp_async_wait<0>(); // (nothing may be in flight when the block's shared memory is reused)
+#undef DQ_X
+#else
+#if BRASA_HIP
+    __builtin_trap();
+#else
+    __trap();
+#endif
+    (void)W, (void)Wu, (void)N, (void)nrows, (void)row0, (void)t0, (void)k, (void)k0, (void)k1,
+        (void)T, (void)xh, (void)acc;
+#endif
+    (void)xq, (void)xd, (void)xsum;
+}
+#else
 // The block's products over k0 .. k1, into acc
 __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, int nrows,
                                               int row0, int t0, int k, int k0, int k1, int T,
@@ -534,7 +624,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
     // kt % 2 was last read by step kt - 2's products, before step kt - 1's barrier.)
 #pragma unroll 1
     for (int kt = 0; kt < nk; kt++) {
-        dstore(f, k0 + kt * KT, hh, wst + (kt & 1) * DSTG + lr * LW);
+        dstore(f, k0 + kt * KT, hh, wst + (kt & 1) * DSTG + lr * LW, 0);
         if (kt + 1 < nk)
             dfetch(Wg, N, rl, k, k0 + (kt + 1) * KT, hh, f);
         cp_async_wait<NS - 2>();
@@ -548,6 +638,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
     (void)xq, (void)xd, (void)xsum;
 }
 
+#endif
 #elif QACT
 // ---- quantized weights: int8 tiles, integer tensor-core products --------------------------
 // The weight tile holds the integer weight values (Q4_0: q - 8; Q4_K: q; Q5_K: q with its
