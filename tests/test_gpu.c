@@ -624,6 +624,42 @@ out:
     return worst;
 }
 
+/* The device's architecture (90 for sm_90), 0 where it cannot be opened (a failed check) */
+static int gpu_arch_of_device(void)
+{
+    struct brasa_err err = {{0}};
+    struct gpu *g = NULL;
+    if (gpu_open(&g, NULL, &err) != BRASA_OK) {
+        CHECKF(0, "%s", err.msg);
+        return 0;
+    }
+    int arch = gpu_arch(g);
+    gpu_close(g);
+    return arch;
+}
+
+/* One model (tiny128 of type label) through the warpgroup products (the environment pairs env;
+ * on: the same with the prompt settings, for the plans): the GPU against the CPU backend
+ * without them and with them within tol, with them against without them within 2e-3, and
+ * every prompt product of a 6-token prompt on them. */
+static void warpgroup_case(const char *path, const char *label, const char *const *env,
+                           const char *const *on, double tol)
+{
+    static const char *const none[] = {NULL};
+    static const char *const names[] = {"mmt_wg_multi", "mmt_wg", "mmt_wg_glu"};
+    double e0 = gpu_vs_cpu(path, none, 300), e = gpu_vs_cpu(path, env, 300);
+    printf("  %s %s=%s: vs CPU %.3g with mma.sync, %.3g on the warpgroups (bound %.0e)\n", label,
+           env[0], env[1], e0, e, tol);
+    CHECKF(e0 <= tol && e <= tol, "%s %s=%s: %.3g and %.3g from the CPU", label, env[0], env[1],
+           e0, e);
+    decode_pair_path(path, label, env, 2e-3, "prompt on the warpgroups", 512, 300);
+    int n[2], nl, mixed;
+    for (int j = 0; j < 3; j++)
+        if (plan_counts(path, on, 64, names + j, 1, n, &nl, &mixed))
+            CHECKF(n[1] >= nl, "%s %s=%s: %d %s launches in the prompt for %d layers", label,
+                   env[0], env[1], n[1], names[j], nl);
+}
+
 /* F16 and BF16 prompt products on Hopper's warpgroup products (mmt.cu WG, sm_90 only;
  * BRASA_GPU_MMT_WG=1 unswizzled tiles, =2 tiles in the 128-byte swizzle) on a tiny qwen2 of
  * heads of 128 (brasa synth: rows of 256-1,024, k of 512 and 1,024, which the fixtures' 64 do
@@ -636,43 +672,20 @@ TEST(prompt_f16_on_warpgroups)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
-    struct brasa_err err = {{0}};
-    struct gpu *g = NULL;
-    REQUIRE(gpu_open(&g, NULL, &err) == BRASA_OK);
-    int arch = gpu_arch(g);
-    gpu_close(g);
-    if (arch != 90)
+    if (gpu_arch_of_device() != 90)
         SKIP("not an sm_90 device");
-    static const char *const names[] = {"mmt_wg_multi", "mmt_wg", "mmt_wg_glu"};
     static const int ft[2] = {FTYPE_F16, FTYPE_BF16};
     static const char *const fl[2] = {"F16", "BF16"};
     setenv("BRASA_GPU_MMT_MIN", "2", 1);
     for (int t = 0; t < 2; t++) {
-        char path[256];
+        char path[256], label[64];
         if (!tiny128_of(path, sizeof path, ft[t]))
             continue;
-        const double tol = tol_of(fl[t]);
-        static const char *const none[] = {NULL};
-        double e0 = gpu_vs_cpu(path, none, 300);
-        printf("  tiny128 %-4s mma.sync tiles: vs CPU %.3g (bound %.0e)\n", fl[t], e0, tol);
-        CHECKF(e0 <= tol, "tiny128 %s, mma.sync tiles: %.3g from the CPU", fl[t], e0);
+        snprintf(label, sizeof label, "tiny128 %s", fl[t]);
         for (int wg = 1; wg <= 2; wg++) {
             const char *const env[] = {"BRASA_GPU_MMT_WG", wg == 1 ? "1" : "2", NULL};
-            const char *const on[] = {"BRASA_GPU_MMT_WG", env[1], "BRASA_GPU_MMT_MIN", "2",
-                                      NULL};
-            double e = gpu_vs_cpu(path, env, 300);
-            printf("  tiny128 %-4s warpgroups (WG %d): vs CPU %.3g\n", fl[t], wg, e);
-            CHECKF(e <= tol, "tiny128 %s WG %d: %.3g from the CPU (bound %.0e)", fl[t], wg, e,
-                   tol);
-            char label[64], what[64];
-            snprintf(label, sizeof label, "tiny128 %s", fl[t]);
-            snprintf(what, sizeof what, "prompt on the warpgroups (WG %d)", wg);
-            decode_pair_path(path, label, env, 2e-3, what, 512, 300);
-            int n[2], nl, mixed;
-            for (int j = 0; j < 3; j++)
-                if (plan_counts(path, on, 64, names + j, 1, n, &nl, &mixed))
-                    CHECKF(n[1] >= nl, "tiny128 %s WG %d: %d %s launches in the prompt for %d "
-                           "layers", fl[t], wg, n[1], names[j], nl);
+            const char *const on[] = {env[0], env[1], "BRASA_GPU_MMT_MIN", "2", NULL};
+            warpgroup_case(path, label, env, on, tol_of(fl[t]));
         }
         remove(path);
     }
@@ -688,39 +701,21 @@ TEST(prompt_dq_on_warpgroups)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
-    struct brasa_err err = {{0}};
-    struct gpu *g = NULL;
-    REQUIRE(gpu_open(&g, NULL, &err) == BRASA_OK);
-    int arch = gpu_arch(g);
-    gpu_close(g);
-    if (arch != 90)
+    if (gpu_arch_of_device() != 90)
         SKIP("not an sm_90 device");
-    static const char *const names[] = {"mmt_wg_multi", "mmt_wg", "mmt_wg_glu"};
     static const int ft[2] = {FTYPE_Q4_K_M, FTYPE_Q8_0};
     static const char *const fl[2] = {"Q4_K_M", "Q8_0"};
+    static const char *const env[] = {"BRASA_GPU_MMT_WG", "3", NULL};
+    static const char *const on[] = {"BRASA_GPU_MMT_WG", "3", "BRASA_GPU_MMT_MIN", "2",
+                                     "BRASA_GPU_MMT_DQ", "2", NULL};
     setenv("BRASA_GPU_MMT_MIN", "2", 1);
     setenv("BRASA_GPU_MMT_DQ", "2", 1);
     for (int t = 0; t < 2; t++) {
-        char path[256];
+        char path[256], label[64];
         if (!tiny128_of(path, sizeof path, ft[t]))
             continue;
-        const double tol = tol_of(fl[t]);
-        static const char *const none[] = {NULL};
-        static const char *const env[] = {"BRASA_GPU_MMT_WG", "3", NULL};
-        static const char *const on[] = {"BRASA_GPU_MMT_WG", "3", "BRASA_GPU_MMT_MIN", "2",
-                                         "BRASA_GPU_MMT_DQ", "2", NULL};
-        double e0 = gpu_vs_cpu(path, none, 300), e = gpu_vs_cpu(path, env, 300);
-        printf("  tiny128 %-6s F16 tiles: vs CPU %.3g with mma.sync, %.3g on the warpgroups "
-               "(bound %.0e)\n", fl[t], e0, e, tol);
-        CHECKF(e0 <= tol && e <= tol, "tiny128 %s: %.3g and %.3g from the CPU", fl[t], e0, e);
-        char label[64];
         snprintf(label, sizeof label, "tiny128 %s", fl[t]);
-        decode_pair_path(path, label, env, 2e-3, "prompt on the warpgroups (WG 3)", 512, 300);
-        int n[2], nl, mixed;
-        for (int j = 0; j < 3; j++)
-            if (plan_counts(path, on, 64, names + j, 1, n, &nl, &mixed))
-                CHECKF(n[1] >= nl, "tiny128 %s: %d %s launches in the prompt for %d layers",
-                       fl[t], n[1], names[j], nl);
+        warpgroup_case(path, label, env, on, tol_of(fl[t]));
         remove(path);
     }
     unsetenv("BRASA_GPU_MMT_DQ");

@@ -613,8 +613,6 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
                               .xc = xc, .rp = rp, .wtype2 = wtype2,
                               .nw = (int)v[k].defs[1].value,
                               .ncv = dec ? 1 : (int)v[k].defs[2].value};
-        if (wg && env_is("BRASA_GPU_MMT_WGX", "1") && v[k].n_defs < GV_MAX_DEFS)
-            v[k].defs[v[k].n_defs++] = (struct jit_def){"WGX", 1}; /* (measurement) */
         if (dec == 2 && env_is("BRASA_GPU_MMT_PF", "0") && v[k].n_defs < GV_MAX_DEFS)
             v[k].defs[v[k].n_defs++] = (struct jit_def){"PF", 0}; /* (measurement) */
         for (int d = 0; dec == 1 && d < v[k].n_defs; d++) /* (measurement) */

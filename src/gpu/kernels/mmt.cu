@@ -130,6 +130,29 @@ __device__ __forceinline__ void warp_step_f16(const u16 *ws, const u16 *xs, int 
     }
 }
 
+#if WG
+// A warpgroup's products of one step, committed as a group: the two 64-row halves of the
+// weight tile (shared address sw) times its 64 tokens (sx), KT / 16 m64n64k16 each. WG 2:
+// tiles in the 128-byte swizzle (rows of 128 bytes, blocks of 8 rows 1,024 bytes apart, a 16
+// along k 32 bytes on); WG 1: unswizzled (core matrices 128 bytes apart along k, blocks of 8
+// rows 16 KT bytes apart, a 16 along k 256 bytes on).
+__device__ __forceinline__ void wg_step(float *a, unsigned sw, unsigned sx)
+{
+    const unsigned long long sw128 = WG == 2 ? 1ull << 62 : 0;
+    const unsigned lbo = WG == 2 ? 16 : 128, sbo = WG == 2 ? 1024 : 16 * KT,
+                   ks = WG == 2 ? 32 : 256;
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < KT / 16; s++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            wgmma_6464<QT == T_BF16>(a + 32 * h,
+                                     wg_desc(sw + h * 8 * 16 * KT + ks * s, lbo, sbo) | sw128,
+                                     wg_desc(sx + ks * s, lbo, sbo) | sw128);
+    wgmma_commit();
+}
+#endif
+
 #if KF
 // ---- Q4_K / Q5_K on the F16 tensor cores ----------------------------------------------------
 // Per step of 64 along k (the two sub-blocks 2p, 2p + 1 of a 256-block) the weight tile holds
@@ -544,7 +567,6 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
     for (int p = 0; p < NS - 2; p++)
         DQ_X(p);
     const unsigned xbase = smem_addr(xst), wbase = smem_addr(wst);
-    const unsigned long long sw128 = 1ull << 62;
     float *a = &acc[0][0][0][0];
 #pragma unroll 1
     for (int kt = 0; kt < nk; kt++) {
@@ -552,16 +574,8 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         fence_proxy_async();     // ... and its weights (stored during step kt - 1) seen by wgmma
         __syncthreads();
         DQ_X(kt + NS - 2);
-        const unsigned sw = wbase + (unsigned)((kt % 3) * DSTG * 2);
-        const unsigned sx = xbase + (unsigned)((kt % NS) * DSTG * 2) + (unsigned)G * 8192;
-        wgmma_fence();
-#pragma unroll
-        for (int s = 0; s < KT / 16; s++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                wgmma_6464<0>(a + 32 * h, wg_desc(sw + h * 8192 + 32 * s, 16, 1024) | sw128,
-                              wg_desc(sx + 32 * s, 16, 1024) | sw128);
-        wgmma_commit();
+        wg_step(a, wbase + (unsigned)((kt % 3) * DSTG * 2),
+                xbase + (unsigned)((kt % NS) * DSTG * 2) + (unsigned)G * 8192);
         if (kt + 1 < nk) { // step kt + 1's weights, during step kt's products
             dstore(f, k0 + (kt + 1) * KT, hh, wst + ((kt + 1) % 3) * DSTG + lr * 64, lr & 7);
             if (kt + 2 < nk)
@@ -573,11 +587,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
     cp_async_wait<0>(); // (nothing may be in flight when the block's shared memory is reused)
 #undef DQ_X
 #else
-#if BRASA_HIP
-    __builtin_trap();
-#else
-    __trap();
-#endif
+    trap_here(); // (compiled for another architecture: the host chooses WG on sm_90 alone)
     (void)W, (void)Wu, (void)N, (void)nrows, (void)row0, (void)t0, (void)k, (void)k0, (void)k1,
         (void)T, (void)xh, (void)acc;
 #endif
@@ -950,9 +960,6 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #if NS < 3
 #error "WG: at least 3 stages"
 #endif
-#ifndef WGX
-#define WGX 0 // 1: the two distances of the descriptors exchanged (a measurement)
-#endif
 #define WCH (KT / 8)               // 16-byte chunks of a row
 #define WCP (2 * 128 * WCH / NT)   // a thread's copies a step
 
@@ -1002,14 +1009,6 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
     for (int p = 0; p < NS - 2; p++)
         COPY_STEP(p);
     const unsigned base = smem_addr(sm0);
-#if WG == 2
-    // (no distance along k inside the swizzle; 1,024 bytes between blocks of 8 rows)
-    const unsigned long long sw128 = 1ull << 62;
-#define WDESC(a) (wg_desc(a, 16, 1024) | sw128)
-#else
-    const unsigned lbo = WGX ? 16 * KT : 128, sbo = WGX ? 128 : 16 * KT; // (bytes)
-#define WDESC(a) wg_desc(a, lbo, sbo)
-#endif
     float *a = &acc[0][0][0][0];
 #pragma unroll 1
     for (int kt = 0; kt < nk; kt++) {
@@ -1017,32 +1016,17 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         fence_proxy_async();     // ... seen by wgmma
         __syncthreads();         // ... from every thread
         COPY_STEP(kt + NS - 2);  // into the stage of step kt - 2, whose products are done
-        // the stage's weight rows, and this warpgroup's 64 tokens (blocks of 8 rows:
-        // 16 KT bytes apart)
+        // the stage's weight rows, and this warpgroup's 64 tokens (blocks of 8 rows: 16 KT
+        // bytes apart)
         const unsigned sw = base + (unsigned)((kt % NS) * WSTG * 2);
-        const unsigned sx = sw + 128 * KT * 2 + (unsigned)G * 8 * 16 * KT;
-        wgmma_fence();
-#pragma unroll
-        for (int s = 0; s < KT / 16; s++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                wgmma_6464<QT == T_BF16>(a + 32 * h,
-                                         WDESC(sw + h * 8 * 16 * KT + (WG == 2 ? 32 : 256) * s),
-                                         WDESC(sx + (WG == 2 ? 32 : 256) * s));
-        wgmma_commit();
+        wg_step(a, sw, sw + 128 * KT * 2 + (unsigned)G * 8 * 16 * KT);
         wgmma_wait<1>(a, NWT * MI * NJ * 4);
     }
-#undef WDESC
     wgmma_wait<0>(a, NWT * MI * NJ * 4);
     cp_async_wait<0>(); // (nothing may be in flight when the block's shared memory is reused)
 #undef COPY_STEP
 #else
-    // (compiled for another architecture: the host chooses WG on sm_90 alone)
-#if BRASA_HIP
-    __builtin_trap();
-#else
-    __trap();
-#endif
+    trap_here(); // (compiled for another architecture: the host chooses WG on sm_90 alone)
     (void)W, (void)Wu, (void)nrows, (void)row0, (void)t0, (void)k, (void)k0, (void)k1, (void)T,
         (void)xh, (void)acc;
 #endif

@@ -316,6 +316,15 @@ template <int N> __device__ __forceinline__ void wgmma_wait(float *a, int n)
     (void)a, (void)n;
 #endif
 }
+// Ends the kernel with an error (a path the host never chooses on this device)
+__device__ __forceinline__ void trap_here()
+{
+#if BRASA_HIP
+    __builtin_trap();
+#else
+    __trap();
+#endif
+}
 // This thread's writes to shared memory (its completed cp.async copies) made visible to the
 // asynchronous proxy through which wgmma reads (then a barrier for the whole block's)
 __device__ __forceinline__ void fence_proxy_async()
