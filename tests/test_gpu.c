@@ -640,18 +640,19 @@ static int gpu_arch_of_device(void)
 
 /* One model (tiny128 of type label) through the warpgroup products (the environment pairs env;
  * on: the same with the prompt settings, for the plans): the GPU against the CPU backend
- * without them and with them within tol, with them against without them within 2e-3, and
- * every prompt product of a 6-token prompt on them. */
+ * without them (BRASA_GPU_MMT_WG=0) and with them within tol, with them against without them
+ * within 2e-3, and every prompt product of a 6-token prompt on them. */
 static void warpgroup_case(const char *path, const char *label, const char *const *env,
                            const char *const *on, double tol)
 {
-    static const char *const none[] = {NULL};
+    static const char *const off[] = {"BRASA_GPU_MMT_WG", "0", NULL};
     static const char *const names[] = {"mmt_wg_multi", "mmt_wg", "mmt_wg_glu"};
-    double e0 = gpu_vs_cpu(path, none, 300), e = gpu_vs_cpu(path, env, 300);
+    double e0 = gpu_vs_cpu(path, off, 300), e = gpu_vs_cpu(path, env, 300);
     printf("  %s %s=%s: vs CPU %.3g with mma.sync, %.3g on the warpgroups (bound %.0e)\n", label,
            env[0], env[1], e0, e, tol);
     CHECKF(e0 <= tol && e <= tol, "%s %s=%s: %.3g and %.3g from the CPU", label, env[0], env[1],
            e0, e);
+    setenv("BRASA_GPU_MMT_WG", "0", 1); /* (the first session's; decode_pair_path unsets it) */
     decode_pair_path(path, label, env, 2e-3, "prompt on the warpgroups", 512, 300);
     int n[2], nl, mixed;
     for (int j = 0; j < 3; j++)
