@@ -9,6 +9,7 @@
 #endif
 
 #include "core/platform.h"
+#include "gpu/jit.h"
 
 /* HIP functions whose shape differs from the CUDA slot they fill: the wrappers below call
  * them. One HIP runtime per process, so a file-scope copy is enough. */
@@ -264,14 +265,13 @@ int drv_wave_size(const struct drv *d, CUdevice dev)
 int drv_rtc_options(const struct drv *d, int arch, unsigned flags, const char **opts,
                     char *archbuf, size_t archcap)
 {
-    const bool lineinfo = flags & 1; /* (JIT_LINEINFO) */
     int n = 0;
     if (drv_is_hip(d)) {
         /* hiprtc targets the current device's gfx architecture by itself */
         opts[n++] = "-O3";
         opts[n++] = "-std=c++17";
         opts[n++] = "-ffp-contract=fast";
-        if (lineinfo)
+        if (flags & JIT_LINEINFO)
             opts[n++] = "-g";
         return n;
     }
@@ -283,9 +283,9 @@ int drv_rtc_options(const struct drv *d, int arch, unsigned flags, const char **
     opts[n++] = "--std=c++17";
     opts[n++] = "-default-device";
     opts[n++] = "--fmad=true";
-    if (lineinfo)
+    if (flags & JIT_LINEINFO)
         opts[n++] = "-lineinfo";
-    if (flags & 2) /* (JIT_CHECK: the machine code unoptimized, a third of the time) */
+    if (flags & JIT_CHECK) /* (the machine code unoptimized, a third of the time) */
         opts[n++] = "--ptxas-options=-O0";
     return n;
 }

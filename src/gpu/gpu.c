@@ -228,8 +228,10 @@ static void up_free(struct gpu *g);
 #define MMT_STAGE_BYTES (2 * 128 * 40 * 2) /* mmt.cu F16 / BF16: one stage of tiles */
 #define MMT_KF_BYTES (2 * (64 + 128) * 72 * 2) /* mmt.cu Q4_K / Q5_K on F16: two stages */
 #define MMT_DQ_STAGE_BYTES (128 * 72 * 2) /* mmt.cu dequantizing: one stage of either tile */
-#define MMT_WG_STAGE_BYTES (2 * 128 * 32 * 2) /* mmt.cu F16 / BF16 with WG 1: one stage (WG 2:
-                                               * twice, and 1 KiB to align the first) */
+/* mmt.cu WG: a tile of 128 rows of 64 halves. A stage holds two tiles' worth: WG 1's weight
+ * and token tiles of 32 halves a row (one), WG 2's of 64 (two); with DQ, the NS token stages
+ * and 3 weight stages are one each. WG 2 asks for 1 KiB more to align its tiles. */
+#define MMT_WG_TILE_BYTES (128 * 64 * 2)
 struct gpu_sess {
     struct gpu *g;
     const struct nccl *nc;  /* the shards' communicator (gpu_sess_set_comm), for ALLREDUCE */
@@ -648,10 +650,10 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
             m.tr = fl || dq ? (glu ? 64 : 128) : kf && glu ? 32 : 64;
             m.ncv = fl || kf || dq ? 128 : 64;
             m.nt = fl || kf || dq ? 256 : 128;
-            m.shm = kf         ? MMT_KF_BYTES
-                  : dq && wg ? (unsigned)(ns + 3) * MMT_WG_STAGE_BYTES + 1024
-                  : dq       ? (unsigned)(ns + 2) * MMT_DQ_STAGE_BYTES
-                  : wg ? (unsigned)ns * MMT_WG_STAGE_BYTES * (unsigned)wg + (wg == 2 ? 1024 : 0)
+            m.shm = kf   ? MMT_KF_BYTES
+                  : wg ? (unsigned)(dq ? ns + 3 : wg * ns) * MMT_WG_TILE_BYTES +
+                             (wg == 2 ? 1024u : 0u)
+                  : dq ? (unsigned)(ns + 2) * MMT_DQ_STAGE_BYTES
                        : (unsigned)ns * MMT_STAGE_BYTES;
             m.bps = blocks_per_sm(g, m.nt, regs, m.shm + (unsigned)m.sshm);
         }
@@ -1652,10 +1654,10 @@ static brasa_status plan_matmul(struct pb *b, int i)
             ksp = (int)((long)mv->bps * g->n_sm / nt);
         while (ksp > 1 && (ksp > 8 || nt * ksp > MMT_SPLIT_TILES || nks / ksp < 4))
             ksp--;
-        if (!(l = L(b, -1, mv->fn, glu ? (mv->wg ? "mmt_wg_glu" : "mmt_glu")
-                                  : nm > 1 ? (mv->wg ? "mmt_wg_multi" : "mmt_multi")
-                                  : mv->wg ? "mmt_wg" : "mmt", dst, tt,
-                    tiles, (unsigned)ksp, (unsigned)mv->nt, mv->shm)))
+        static const char *const mmt_names[2][3] = {{"mmt", "mmt_multi", "mmt_glu"},
+                                                    {"mmt_wg", "mmt_wg_multi", "mmt_wg_glu"}};
+        if (!(l = L(b, -1, mv->fn, mmt_names[mv->wg != 0][glu ? 2 : nm > 1], dst, tt, tiles,
+                    (unsigned)ksp, (unsigned)mv->nt, mv->shm)))
             return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
         for (int j = 0; j < 3; j++)
             ap(l, W[j]);

@@ -131,6 +131,15 @@ __device__ __forceinline__ void warp_step_f16(const u16 *ws, const u16 *xs, int 
 }
 
 #if WG
+// Halves from a tile's start to 16-byte chunk c of row r in the 128-byte swizzle (rows of 64
+// halves, chunk c at c ^ (r % 8))
+__device__ __forceinline__ int swz128(int r, int c) { return r * 64 + ((c ^ (r & 7)) << 3); }
+// The first 1,024-byte aligned place in the dynamic shared memory (the swizzle's atoms are
+// aligned to 1,024 bytes; the host asks for 1 KiB more)
+__device__ __forceinline__ u16 *smem_1k(u16 *p)
+{
+    return p + ((1024 - (smem_addr(p) & 1023)) & 1023) / 2;
+}
 // A warpgroup's products of one step, committed as a group: the two 64-row halves of the
 // weight tile (shared address sw) times its 64 tokens (sx), KT / 16 m64n64k16 each. WG 2:
 // tiles in the 128-byte swizzle (rows of 128 bytes, blocks of 8 rows 1,024 bytes apart, a 16
@@ -538,7 +547,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 {
 #if BRASA_WGMMA
     extern __shared__ __align__(128) u16 smh[]; // NS activation stages, then 3 weight stages
-    u16 *const xst = smh + ((1024 - (smem_addr(smh) & 1023)) & 1023) / 2, *wst = xst + NS * DSTG;
+    u16 *const xst = smem_1k(smh), *wst = xst + NS * DSTG;
     const int tid = threadIdx.x, G = tid >> 7;
     const int lr = tid >> 1, hh = tid & 1; // weight share: row lr, half hh (as below)
     const u8 *Wg = lr >= BM ? Wu : W;
@@ -552,7 +561,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
             u16 *d_ = xst + ((kt) % NS) * DSTG;                                               \
             for (int u = 0; u < 4; u++) {                                                     \
                 const int r_ = tk + 32 * u;                                                   \
-                cp_async16(d_ + r_ * 64 + ((chn ^ (r_ & 7)) << 3),                            \
+                cp_async16(d_ + swz128(r_, chn),                                              \
                            xb + (i64)min(t0 + r_, T - 1) * k + (kt) * KT);                    \
             }                                                                                 \
         }                                                                                     \
@@ -935,17 +944,14 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #else
 // ---- F16 / BF16 weights ----------------------------------------------------------------
 // The activation comes as F16 (BF16) values (quant_act's xh, the floats rounded as the CPU
-// backend rounds them). Per step of 32 along k the block copies the weight and activation
-// tiles to shared memory with cp.async, NS - 1 steps ahead of the one it multiplies (NS
-// stages of 20 KiB in dynamic shared memory), and each warp reads its fragments with
-// ldmatrix: per 16 along k, 2 + NWT x MI ldmatrix for NWT x MI x 4 mma.sync.
+// backend rounds them).
 #if WG
 // ---- F16 / BF16 on Hopper's warpgroup products (wgmma, sm_90a) -----------------------------
 // The same tiles (128 weight rows x 128 tokens), copied with cp.async NS - 2 steps ahead into a
 // layout wgmma reads from shared memory. Warpgroup G (warps 4 G .. 4 G + 3) takes tokens 64 G
 // .. 64 G + 63 against both 64-row halves of the weight tile (GLU: the gate and the up rows),
-// two m64n64k16 products per 16 along k, into the registers the mma.sync path uses (AROW and
-// ATOK give each sum's row and token). NS - 2 steps ahead: a stage is written again only when
+// two m64n64k16 products per 16 along k, into the registers the mma.sync path uses (TILE_ROW
+// and TILE_TOK give each sum's row and token). NS - 2 steps ahead: a stage is written again only when
 // the products that read it two steps before are done (wgmma_wait<1> at the end of each step).
 // WG 1: KT = 32, no swizzling: 8 rows of 16 bytes (8 values along k) make a core matrix of 128
 // contiguous bytes, the four of a block of 8 rows follow each other (128 bytes apart along k),
@@ -971,11 +977,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #if BRASA_WGMMA
     extern __shared__ __align__(128) u16 smh[];
     const int tid = threadIdx.x, G = tid >> 7;
-#if WG == 2
-    u16 *const sm0 = smh + ((1024 - (smem_addr(smh) & 1023)) & 1023) / 2;
-#else
-    u16 *const sm0 = smh;
-#endif
+    u16 *const sm0 = WG == 2 ? smem_1k(smh) : smh;
     // this thread's copies: 16-byte chunks c = tid + NT u of the stage, row (of the weight
     // tile, then of the token tile) c / WCH, elements 8 (c % WCH) on
     const u16 *src[WCP];
@@ -989,11 +991,7 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         } else {
             src[u] = (const u16 *)xh + (i64)min(t0 + rr - 128, T - 1) * k + ch * 8 + k0;
         }
-#if WG == 2
-        dst[u] = rr * 64 + ((ch ^ (rr & 7)) << 3);
-#else
-        dst[u] = ((rr >> 3) * 4 + ch) * 64 + (rr & 7) * 8;
-#endif
+        dst[u] = WG == 2 ? swz128(rr, ch) : ((rr >> 3) * 4 + ch) * 64 + (rr & 7) * 8;
     }
     const int nk = (k1 - k0) / KT;
 #define COPY_STEP(kt)                                                                         \
@@ -1034,6 +1032,10 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 }
 
 #else
+// Per step of 32 along k the block copies the weight and activation tiles to shared memory
+// with cp.async, NS - 1 steps ahead of the one it multiplies (NS stages of 20 KiB in dynamic
+// shared memory), and each warp reads its fragments with ldmatrix: per 16 along k,
+// 2 + NWT x MI ldmatrix for NWT x MI x 4 mma.sync.
 #define LH 40 // shared row stride in halves (80 bytes: 8 rows of an ldmatrix hit 32 banks)
 #ifndef NS
 #define NS 2
