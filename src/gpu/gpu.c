@@ -436,7 +436,10 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     gmem_init(&g->mem, &g->d, budget);
     g->tl_level = drv_is_hip(&g->d) ? 0 : env_int("BRASA_GPU_TIMELINE", 0);
     g->spec = !env_is("BRASA_GPU_SPEC", "0");
-    g->mmt_wg = g->jit.arch == 90 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MMT_WG", 0) : 0;
+    /* Hopper's warpgroup products for the prompt tiles by default (mmt.cu WG; BRASA_GPU_MMT_WG:
+     * 0 never, 1 unswizzled F16 / BF16 tiles, 2 swizzled, 3 swizzled and the dequantized
+     * weights' too): pp512 1.5B F16 1.29x, Q4_K_M 1.14x, 7B Q4_K_M 1.26x (BENCHMARKS.md) */
+    g->mmt_wg = g->jit.arch == 90 && !drv_is_hip(&g->d) ? env_int("BRASA_GPU_MMT_WG", 3) : 0;
     if (g->tl_level > 0) {
         size_t nb = (1 + 2 * (size_t)TL_N) * 8;
         if ((st = gmem_alloc(&g->mem, &g->tl, nb, "timeline", "gpu", err)) ||
@@ -1403,10 +1406,12 @@ static brasa_status plan_matmul(struct pb *b, int i)
      * tiles) and not in graphs with a recurrent state, which carries the rounding from token
      * to token (the qwen35 fixtures sat up to 1.8x beyond their bound); Q8_0 and Q4_0 keep
      * their integer tiles (faster on the 1.5B shapes, 6% slower on the 7B ones,
-     * BENCHMARKS.md). BRASA_GPU_MMT_DQ=0: never, =2: wherever the tiles fit. The others'
-     * tiles have 64 rows. */
+     * BENCHMARKS.md) but where the dequantized tiles run on Hopper's warpgroup products
+     * (mmt_wg 3: pp512 Q8_0 1.5B and 7B 1.45x and 1.5x their integer tiles').
+     * BRASA_GPU_MMT_DQ=0: never, =2: wherever the tiles fit. The others' tiles have 64 rows. */
     int dq = use_mmt && mode <= 1 &&
-             (b->s->mmt_dq == 2 || (b->s->mmt_dq == 1 && mode == 1 && !b->recurrent));
+             (b->s->mmt_dq == 2 || (b->s->mmt_dq == 1 && !b->recurrent &&
+                                    (mode == 1 || b->s->g->mmt_wg == 3)));
     if (use_mmt && !glu)
         for (int j = i; b->mnext[j] >= 0; j = b->mnext[j]) {
             long nr = (long)b->g->nodes[b->g->nodes[j].in[1]].ne[1];
