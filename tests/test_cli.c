@@ -501,6 +501,18 @@ TEST(cli_errors)
     out = run_cmd(cmd, &rc);
     CHECKF(rc == 0 && out && strstr(out, "--gpu-duty F"), "usage names --gpu-duty: rc %d", rc);
     free(out);
+    snprintf(cmd, sizeof cmd, "%s run -m x.gguf --gpu nvidia 2>&1", test_brasa_bin());
+    out = run_cmd(cmd, &rc);
+    CHECKF(rc == 2 && out && strstr(out, "cuda, hip, auto or none") && strstr(out, "'nvidia'"),
+           "--gpu nvidia: rc %d '%s'", rc, out ? out : "");
+    free(out);
+    /* --gpu none: the CPU backend, saying why where asked to */
+    snprintf(cmd, sizeof cmd, "BRASA_VERBOSE=1 %s run -m '%s' --gpu none -p Once -n 4 --temp 0 2>&1",
+             test_brasa_bin(), test_shared_path("models/stories260K.gguf"));
+    out = run_cmd(cmd, &rc);
+    CHECKF(rc == 0 && out && strstr(out, "the GPU is off (--gpu none); running on the CPU"),
+           "--gpu none: rc %d '%s'", rc, out ? out : "");
+    free(out);
     /* a list of GPUs names each once, before the model is read */
     snprintf(cmd, sizeof cmd, "%s run -m /nonexistent/model.gguf -p hi --gpus 2,2 2>&1",
              test_brasa_bin());

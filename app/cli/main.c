@@ -32,8 +32,9 @@ static void usage(FILE *f)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\n'brasa COMMAND --help' describes a command's options. Every command also takes:\n"
-               "  --gpu cuda|hip|auto   the GPU driver to try (default auto: CUDA, then HIP;\n"
-               "                        the CPU when neither is present)\n"
+               "  --gpu cuda|hip|auto|none\n"
+               "                        the GPU driver to try (default auto: CUDA, then HIP;\n"
+               "                        the CPU when neither is present; none: the CPU)\n"
                "  --gpu-duty F          keep the GPU busy at most this fraction of the time\n"
                "                        (e.g. 0.6 on a desktop whose screen shares the GPU;\n"
                "                        default 1, off)\n"
@@ -45,9 +46,9 @@ static void usage(FILE *f)
  * as environment variables (read where the driver is loaded and the device opened). */
 static const struct {
     const char *opt, *env, *what;
-    int kind; /* 0: cuda|hip|auto; 1: a fraction in (0, 1]; 2: seconds > 0 */
+    int kind; /* 0: cuda|hip|auto|none; 1: a fraction in (0, 1]; 2: seconds > 0 */
 } gpu_opts[] = {
-    {"--gpu", "BRASA_GPU", "cuda, hip or auto", 0},
+    {"--gpu", "BRASA_GPU", "cuda, hip, auto or none", 0},
     {"--gpu-duty", "BRASA_GPU_DUTY", "a fraction of the time in (0, 1], e.g. 0.6", 1},
     {"--gpu-timeout", "BRASA_GPU_TIMEOUT", "seconds (> 0) a kernel may run", 2},
 };
@@ -55,7 +56,7 @@ static const struct {
 static int gpu_value_ok(int kind, const char *v)
 {
     if (kind == 0)
-        return !strcmp(v, "cuda") || !strcmp(v, "hip") || !strcmp(v, "auto");
+        return !strcmp(v, "cuda") || !strcmp(v, "hip") || !strcmp(v, "auto") || !strcmp(v, "none");
     char *end;
     double d = strtod(v, &end);
     if (end == v || *end)

@@ -232,8 +232,11 @@ brasa_status drv_open(struct drv *d, const char *which, struct brasa_err *err)
         return drv_load(d, err);
     if (!strcmp(which, "hip"))
         return drv_load_hip(d, err);
+    if (!strcmp(which, "none")) /* (no driver loaded: the CPU backend, as if there were none) */
+        return brasa_fail(err, BRASA_EUNSUPPORTED, "the GPU is off (--gpu none)");
     if (strcmp(which, "auto") != 0)
-        return brasa_fail(err, BRASA_EINVAL, "unknown GPU kind '%s': use cuda, hip or auto", which);
+        return brasa_fail(err, BRASA_EINVAL, "unknown GPU kind '%s': use cuda, hip, auto or none",
+                          which);
     struct brasa_err e1 = {{0}};
     if (drv_load(d, &e1) == BRASA_OK)
         return BRASA_OK;

@@ -384,7 +384,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     g->up_pageable = env_is("BRASA_GPU_UPLOAD", "0");
     pthread_mutex_init(&g->mu, NULL);
     const double t_open = plat_now();
-    brasa_status st = drv_open(&g->d, NULL, err); /* $BRASA_GPU: cuda, hip or auto */
+    brasa_status st = drv_open(&g->d, NULL, err); /* $BRASA_GPU: cuda, hip, auto or none */
     if (st != BRASA_OK) {
         free(g);
         return st;
