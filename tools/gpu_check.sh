@@ -171,6 +171,18 @@ if [ -z "${SKIP_SAN:-}" ] && [ -x $B/brasa ] && command -v compute-sanitizer >/d
       done
     done
   done
+  # the prompt tiles of 128 rows the fixtures' rows of 64 never reach (F16 / BF16 and the
+  # dequantized ones; on sm_90 Hopper's warpgroup products): a synthesized qwen2 with heads of
+  # 128, a 300-token prompt on them (three tiles of tokens, the last part-filled)
+  for t in f16 q4_k_m q8_0; do
+    synth tiny128 $t || continue
+    for tool in memcheck racecheck; do
+      san="$out/san_${tool}_tiny128_$t.txt"
+      BRASA_GPU_MMT_MIN=2 step compute-sanitizer --tool $tool --error-exitcode 9 \
+        $B/brasa run -m "$f" --ids "$(seq -s, 1000 1299)" -n 4 --temp 0 >"$san" 2>&1
+      note "compute-sanitizer $tool (tiny128 $t, a 300-token prompt on the 128-row tiles + 4 decode steps): rc $?, $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$san")"
+    done
+  done
   # the sampler's candidates at top-k 40 (topk_part and topk: the radix select and its sort;
   # greedy runs take the one max reduction)
   fx=$shared/fixtures/llama.Q4_K_M.gguf
