@@ -117,12 +117,12 @@ static int compile_all(const char *dir, const char *arch, const char *mode, cons
                                        : "hipcc for each variant");
     if (direct)
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && ls v*.hip | grep -v '^v000.hip$' | xargs -P 2 -n 1 sh -c "
+                 "cd '%s' && ls v*.hip | grep -v '^v000.hip$' | xargs -r -P 2 -n 1 sh -c "
                  "'sh cc-%s.sh \"$0\" >\"$0.%s.log\" 2>&1 || echo \"$0\"'",
                  dir, arch, arch);
     else
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && ls v*.hip | xargs -P 2 -n 1 sh -c '%s %s %s --offload-arch=%s %s "
+                 "cd '%s' && ls v*.hip | xargs -r -P 2 -n 1 sh -c '%s %s %s --offload-arch=%s %s "
                  "\"$0\" -o \"$0.%s.out\" >\"$0.%s.log\" 2>&1 || echo \"$0\"'",
                  dir, hipcc(), HIPCC_FLAGS, extra, arch, mode, arch, arch);
     run(cmd, out, sizeof out);

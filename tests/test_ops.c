@@ -430,7 +430,8 @@ TEST(attention_shapes)
     cpu_ops_simd(2);
 }
 
-/* CONV1D over two batches (the rolling state carries the last K-1 inputs across). */
+/* CONV1D over two batches (the rolling state carries the last K-1 inputs across), without and
+ * with the SiLU after it (p.i[1]). */
 TEST(conv1d)
 {
     setup();
@@ -446,32 +447,42 @@ TEST(conv1d)
             }
             ref[t * C + c] = s;
         }
-    struct cpu *cpu = NULL;
-    long T[2] = {T1, T2}, off[2] = {0, T1};
-    for (int b = 0; b < 2; b++) {
-        struct graph g;
-        graph_init(&g, (int)T[b], NULL);
-        int a = leaf(&g, GOP_WEIGHT, x + off[b] * C, 0, C, T[b]);
-        int wn = leaf(&g, GOP_WEIGHT, w, 0, K, C), sn = leaf(&g, GOP_STATE, st, 0, C, K - 1);
-        int o = graph_add(&g, GOP_CONV1D, "out", a, wn, sn, -1, C, T[b]);
-        g.nodes[o].p.i[0] = (int)K;
-        const float *out = run(&g, (int)off[b], &cpu);
-        CHECK(out != NULL);
-        if (out)
-            CHECKF(rel(out, ref + off[b] * C, T[b] * C) < 1e-5, "batch %d: %.3g", b,
-                   rel(out, ref + off[b] * C, T[b] * C));
-        graph_free(&g);
+    for (int act = 0; act < 2; act++) {
+        struct cpu *cpu = NULL;
+        long T[2] = {T1, T2}, off[2] = {0, T1};
+        memset(st, 0, (size_t)((K - 1) * C) * 4);
+        if (act)
+            for (long i = 0; i < TT * C; i++)
+                ref[i] = ref[i] / (1 + exp(-ref[i]));
+        for (int b = 0; b < 2; b++) {
+            struct graph g;
+            graph_init(&g, (int)T[b], NULL);
+            int a = leaf(&g, GOP_WEIGHT, x + off[b] * C, 0, C, T[b]);
+            int wn = leaf(&g, GOP_WEIGHT, w, 0, K, C), sn = leaf(&g, GOP_STATE, st, 0, C, K - 1);
+            int o = graph_add(&g, GOP_CONV1D, "out", a, wn, sn, -1, C, T[b]);
+            g.nodes[o].p.i[0] = (int)K;
+            g.nodes[o].p.i[1] = act;
+            const float *out = run(&g, (int)off[b], &cpu);
+            CHECK(out != NULL);
+            if (out)
+                CHECKF(rel(out, ref + off[b] * C, T[b] * C) < 1e-5, "SiLU %d, batch %d: %.3g", act,
+                       b, rel(out, ref + off[b] * C, T[b] * C));
+            graph_free(&g);
+        }
+        cpu_free(cpu);
     }
-    cpu_free(cpu);
     free(x), free(w), free(st), free(ref);
 }
 
-/* GATES + DELTANET over two batches against the recurrence in float64. */
+/* GATES + DELTANET over two batches against the recurrence in float64: each token's row of
+ * its input q | k | v, q and k L2-normalized per head. */
 TEST(deltanet)
 {
     setup();
     const long nkh = 2, nvh = 4, dk = 8, dv = 6, T1 = 4, T2 = 1, TT = T1 + T2;
-    float *q = rnd(TT * nkh * dk, 0.3f), *k = rnd(TT * nkh * dk, 0.3f), *v = rnd(TT * nvh * dv, 1);
+    const long C = 2 * nkh * dk + nvh * dv;
+    const float eps = 1e-6f;
+    float *x = rnd(TT * C, 0.3f);
     float *al = rnd(TT * nvh, 1), *be = rnd(TT * nvh, 1), *dt = rnd(nvh, 1), *A = rnd(nvh, 1);
     for (long h = 0; h < nvh; h++)
         A[h] = -fabsf(A[h]);
@@ -480,15 +491,19 @@ TEST(deltanet)
     for (long t = 0; t < TT; t++)
         for (long h = 0; h < nvh; h++) {
             long kh = h % nkh;
-            double x = (double)al[t * nvh + h] + dt[h];
-            double gg = (x > 20 ? x : log1p(exp(x))) * A[h], beta = 1 / (1 + exp(-(double)be[t * nvh + h]));
-            double *m = M + h * dv * dk;
-            const float *kk = k + (t * nkh + kh) * dk, *qq = q + (t * nkh + kh) * dk;
+            double xg = (double)al[t * nvh + h] + dt[h];
+            double gg = (xg > 20 ? xg : log1p(exp(xg))) * A[h], beta = 1 / (1 + exp(-(double)be[t * nvh + h]));
+            double *m = M + h * dv * dk, kk[8], qq[8], nk = 0, nq = 0;
+            const float *kr = x + t * C + nkh * dk + kh * dk, *qr = x + t * C + kh * dk;
+            for (long j = 0; j < dk; j++)
+                nk += (double)kr[j] * kr[j], nq += (double)qr[j] * qr[j];
+            for (long j = 0; j < dk; j++)
+                kk[j] = kr[j] / fmax(sqrt(nk), eps), qq[j] = qr[j] / fmax(sqrt(nq), eps);
             for (long i = 0; i < dv; i++) {
                 double mk = 0;
                 for (long j = 0; j < dk; j++)
                     mk += (m[i * dk + j] *= exp(gg)) * kk[j];
-                double delta = beta * (v[(t * nvh + h) * dv + i] - mk), mq = 0;
+                double delta = beta * (x[t * C + 2 * nkh * dk + h * dv + i] - mk), mq = 0;
                 for (long j = 0; j < dk; j++)
                     mq += (m[i * dk + j] += delta * kk[j]) * qq[j];
                 ref[(t * nvh + h) * dv + i] = mq / sqrt((double)dk);
@@ -499,18 +514,17 @@ TEST(deltanet)
     for (int b = 0; b < 2; b++) {
         struct graph g;
         graph_init(&g, (int)T[b], NULL);
-        int qn = leaf(&g, GOP_WEIGHT, q + off[b] * nkh * dk, 0, nkh * dk, T[b]);
-        int kn = leaf(&g, GOP_WEIGHT, k + off[b] * nkh * dk, 0, nkh * dk, T[b]);
-        int vn = leaf(&g, GOP_WEIGHT, v + off[b] * nvh * dv, 0, nvh * dv, T[b]);
+        int xn = leaf(&g, GOP_WEIGHT, x + off[b] * C, 0, C, T[b]);
         int an = leaf(&g, GOP_WEIGHT, al + off[b] * nvh, 0, nvh, T[b]);
         int bn = leaf(&g, GOP_WEIGHT, be + off[b] * nvh, 0, nvh, T[b]);
         int dn = leaf(&g, GOP_WEIGHT, dt, 0, nvh, 1), A_n = leaf(&g, GOP_WEIGHT, A, 0, nvh, 1);
         int sn = leaf(&g, GOP_STATE, st, 0, dk * dv, nvh);
         int gt = graph_add(&g, GOP_GATES, "gates", an, bn, dn, A_n, 2 * nvh, T[b]);
-        int o = graph_add(&g, GOP_DELTANET, "out", qn, kn, vn, gt, nvh * dv, T[b]);
+        int o = graph_add(&g, GOP_DELTANET, "out", xn, gt, -1, -1, nvh * dv, T[b]);
         g.nodes[o].state = sn;
         int32_t p[4] = {(int)nkh, (int)nvh, (int)dk, (int)dv};
         memcpy(g.nodes[o].p.i, p, sizeof p);
+        g.nodes[o].p.f[0] = eps;
         const float *out = run(&g, (int)off[b], &cpu);
         CHECK(out != NULL);
         if (out)
@@ -519,7 +533,7 @@ TEST(deltanet)
         graph_free(&g);
     }
     cpu_free(cpu);
-    free(q), free(k), free(v), free(al), free(be), free(dt), free(A), free(st), free(M), free(ref);
+    free(x), free(al), free(be), free(dt), free(A), free(st), free(M), free(ref);
 }
 
 /* The arena plan never lets a live buffer overlap another, nor the output of the node after

@@ -298,22 +298,24 @@ static void rms_norm_rows(const struct op_args *a, long r0, long r1, int ith)
     }
 }
 
+/* x / max(|x|, eps) over n values (as L2_NORM) */
+static void l2_normalize(const float *x, float *y, long n, float eps)
+{
+    double sum = 0;
+    for (long i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+    for (long i = 0; i < n; i++)
+        y[i] = x[i] * scale;
+}
+
 static void l2_norm_rows(const struct op_args *a, long r0, long r1, int ith)
 {
     (void)ith;
     long gsz = a->node->p.i[0];
-    float eps = a->node->p.f[0];
-    const float *x = a->in[0];
-    float *y = a->out;
-    for (long r = r0; r < r1; r++) {
-        const float *xr = x + r * gsz;
-        double sum = 0;
-        for (long i = 0; i < gsz; i++)
-            sum += (double)(xr[i] * xr[i]);
-        float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
-        for (long i = 0; i < gsz; i++)
-            y[r * gsz + i] = xr[i] * scale;
-    }
+    for (long r = r0; r < r1; r++)
+        l2_normalize((const float *)a->in[0] + r * gsz, (float *)a->out + r * gsz, gsz,
+                     a->node->p.f[0]);
 }
 
 static void rms_norm_gate_rows(const struct op_args *a, long r0, long r1, int ith)
@@ -939,20 +941,27 @@ static void gates_rows(const struct op_args *a, long r0, long r1, int ith)
         }
 }
 
-/* One V head over the whole batch: M (dv × dk) ← M·e^g; δ = β(v − M k); M += δ kᵀ; o = M q/√dk. */
+/* One V head over the whole batch: M (dv × dk) ← M·e^g; δ = β(v − M k); M += δ kᵀ; o = M q/√dk,
+ * q and k L2-normalized (eps p.f[0]) from each token's row q (nkh dk) | k (nkh dk) | v (nvh dv)
+ * of in[0]. dk <= 256 (the loaders check). */
 static void deltanet_rows(const struct op_args *a, long r0, long r1, int ith)
 {
     (void)ith;
     const int32_t *p = a->node->p.i;
     long nkh = p[0], nvh = p[1], dk = p[2], dv = p[3], T = a->node->ne[1];
-    const float *Q = a->in[0], *Kx = a->in[1], *V = a->in[2], *G = a->in[3];
-    float *O = a->out, qs = 1.0f / sqrtf((float)dk);
+    long C = 2 * nkh * dk + nvh * dv;
+    const float *X = a->in[0], *G = a->in[1];
+    float *O = a->out, qs = 1.0f / sqrtf((float)dk), eps = a->node->p.f[0];
+    float q[256], k[256];
+    if (dk > 256)
+        return;
     for (long h = r0; h < r1; h++) {
         float *M = (float *)a->state + h * dv * dk;
         long kh = h % nkh;
         for (long t = 0; t < T; t++) {
-            const float *q = Q + t * nkh * dk + kh * dk, *k = Kx + t * nkh * dk + kh * dk;
-            const float *v = V + t * nvh * dv + h * dv;
+            l2_normalize(X + t * C + kh * dk, q, dk, eps);
+            l2_normalize(X + t * C + nkh * dk + kh * dk, k, dk, eps);
+            const float *v = X + t * C + 2 * nkh * dk + h * dv;
             float eg = expf(G[t * 2 * nvh + h]), beta = G[t * 2 * nvh + nvh + h];
             float *o = O + t * nvh * dv + h * dv;
             for (long i = 0; i < dv; i++) {
@@ -1049,6 +1058,14 @@ brasa_status cpu_op(const struct op_args *a, struct brasa_err *err)
     }
     case GOP_CONV1D:
         run_rows(a, n->ne[0], n->ne[1] * n->p.i[0], conv1d_rows);
+        if (n->p.i[1]) { /* then SiLU, in place, as the SILU op */
+            struct graph_node silu = *n;
+            silu.op = GOP_SILU;
+            struct op_args b = *a;
+            b.node = &silu;
+            b.in[0] = a->out;
+            run_rows(&b, n_elems(n), 4, eltwise_rows);
+        }
         break;
     case GOP_GATES:
         run_rows(a, n->ne[1], n->ne[0] * 8, gates_rows);

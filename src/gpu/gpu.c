@@ -1980,7 +1980,11 @@ static brasa_status plan_node(struct pb *b, int i)
     }
     case GOP_CONV1D: {
         long C = (long)n->ne[0];
-        if ((l = L(b, K_CONV, NULL, NULL, i, (unsigned)((C + 127) / 128), 1, 1, 128, 0))) {
+        if (n->p.i[0] - 1 > 32) /* (ops.cu conv1d: chunks of 32 tokens reach back that far) */
+            return brasa_fail(b->err, BRASA_EUNSUPPORTED, "%s: a convolution of %d taps (the GPU "
+                              "kernel takes at most 33)", n->name, n->p.i[0]);
+        if ((l = L(b, K_CONV, NULL, NULL, i, (unsigned)((C + 127) / 128), (unsigned)((T + 31) / 32),
+                   1, 128, 0))) {
             ap(l, in[0]);
             ap(l, in[1]);
             ap(l, in[2]);
@@ -1988,6 +1992,7 @@ static brasa_status plan_node(struct pb *b, int i)
             ai(l, C);
             ai(l, T);
             ai(l, n->p.i[0]);
+            ai(l, n->p.i[1]);
         }
         break;
     }
@@ -2009,17 +2014,22 @@ static brasa_status plan_node(struct pb *b, int i)
         CUdeviceptr M;
         if ((st = dev_of(b, n->state, &M)))
             return st;
-        if ((l = L(b, K_DELTA, NULL, NULL, i, (unsigned)p[1], 1, 1, (unsigned)((p[3] + 31) / 32 * 32),
-                   (unsigned)(2 * p[2] * sizeof(float))))) {
+        /* ops.cu deltanet: each wave 4 rows of a head's state in registers over the batch,
+         * blocks of 4 waves of 32 lanes: 16 rows (on waves of 64 each takes two groups); it
+         * reads q, k and v from the convolution's rows and normalizes q and k itself */
+        if (p[2] > 256)
+            return brasa_fail(b->err, BRASA_EUNSUPPORTED, "%s: DeltaNet keys of %d values (the "
+                              "GPU kernel takes at most 256)", n->name, p[2]);
+        if ((l = L(b, K_DELTA, NULL, NULL, i, (unsigned)p[1], (unsigned)((p[3] + 15) / 16), 1, 128,
+                   0))) {
             ap(l, in[0]);
             ap(l, in[1]);
-            ap(l, in[2]);
-            ap(l, in[3]);
             ap(l, M);
             ap(l, out);
             for (int j = 0; j < 4; j++)
                 ai(l, p[j]);
             ai(l, T);
+            af(l, n->p.f[0]);
         }
         break;
     }

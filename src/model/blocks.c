@@ -362,30 +362,24 @@ int blk_deltanet(struct blk *b, int il, int xn)
     int beta = matmul(b, il, xn, &L->w_beta, NULL, "ssm_beta_raw");
     int alpha = matmul(b, il, xn, &L->w_alpha, NULL, "ssm_alpha_raw");
     int cs = state(b, b->c->conv[il], 0, C, hp->conv_k - 1, "conv_state", il);
+    /* the convolution's output, SiLU applied: each token's row q (nk) | k (nk) | v (nv), which
+     * DELTANET reads in place, q and k L2-normalized per head as it reads them */
     int cv = graph_addf(g, GOP_CONV1D, qkv, weight(b, &L->conv1d), cs, -1, C, T, "blk.%d.ssm_conv",
                         il);
     node(b, cv)->p.i[0] = hp->conv_k;
-    cv = graph_addf(g, GOP_SILU, cv, -1, -1, -1, C, T, "blk.%d.ssm_conv_silu", il);
-    int q = view(b, il, cv, 0, nk, T, C, 0, nk, T, "ssm_q");
-    int k = view(b, il, cv, nk, nk, T, C, 0, nk, T, "ssm_k");
-    int v = view(b, il, cv, 2 * nk, nv, T, C, 0, nv, T, "ssm_v");
-    q = graph_addf(g, GOP_L2_NORM, q, -1, -1, -1, nk, T, "blk.%d.ssm_q_l2", il);
-    node(b, q)->p.i[0] = hp->ssm_dk;
-    node(b, q)->p.f[0] = hp->eps;
-    k = graph_addf(g, GOP_L2_NORM, k, -1, -1, -1, nk, T, "blk.%d.ssm_k_l2", il);
-    node(b, k)->p.i[0] = hp->ssm_dk;
-    node(b, k)->p.f[0] = hp->eps;
+    node(b, cv)->p.i[1] = 1;
     int gates = graph_addf(g, GOP_GATES, alpha, beta, weight(b, &L->dt_bias), weight(b, &L->ssm_a),
                            2 * hp->ssm_n_vh, T, "blk.%d.ssm_gates", il);
     int ss = state(b, b->c->ssm[il], 0, (int64_t)hp->ssm_dk * hp->ssm_dv,
                    hp->ssm_n_vh, "ssm_state", il);
-    int o = graph_addf(g, GOP_DELTANET, q, k, v, gates, nv, T, "blk.%d.ssm_o", il);
+    int o = graph_addf(g, GOP_DELTANET, cv, gates, -1, -1, nv, T, "blk.%d.ssm_o", il);
     struct graph_node *on = node(b, o);
     on->state = ss;
     on->p.i[0] = hp->ssm_n_kh;
     on->p.i[1] = hp->ssm_n_vh;
     on->p.i[2] = hp->ssm_dk;
     on->p.i[3] = hp->ssm_dv;
+    on->p.f[0] = hp->eps;
     o = graph_addf(g, GOP_RMS_NORM_GATE, o, weight(b, &L->ssm_norm), z, -1, nv, T,
                    "blk.%d.ssm_o_normed", il);
     node(b, o)->p.i[0] = hp->ssm_dv;

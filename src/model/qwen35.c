@@ -82,9 +82,11 @@ static brasa_status qwen35_load(struct mdl *m, const struct gguf_file *f, struct
         (st = ssm_key(f, "ssm.time_step_rank", &hp->ssm_n_vh, err)) ||
         (st = ssm_key(f, "ssm.inner_size", &inner, err)))
         return st;
-    if (inner % hp->ssm_n_vh != 0 || hp->conv_k < 2 || hp->conv_k > 16)
-        return brasa_fail(err, BRASA_EFORMAT, "qwen35: ssm.inner_size %d / %d heads, conv %d: "
-                          "unsupported shape", inner, hp->ssm_n_vh, hp->conv_k);
+    if (inner % hp->ssm_n_vh != 0 || hp->conv_k < 2 || hp->conv_k > 16 || hp->ssm_dk < 1 ||
+        hp->ssm_dk > 256)
+        return brasa_fail(err, BRASA_EFORMAT, "qwen35: ssm.inner_size %d / %d heads, conv %d, "
+                          "state size %d: unsupported shape (conv 2-16, state size 1-256)", inner,
+                          hp->ssm_n_vh, hp->conv_k, hp->ssm_dk);
     hp->ssm_dv = inner / hp->ssm_n_vh;
     for (int il = 0; il < hp->n_layer; il++) {
         struct mdl_layer *L = &m->layers[il];

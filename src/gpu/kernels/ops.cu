@@ -196,25 +196,30 @@ extern "C" __global__ void kv_store(const float *x, void *cache, const int *pos,
     }
 }
 
-// Causal depthwise conv with rolling state; one thread per channel.
+// Causal depthwise conv with rolling state: o[t][ch] = sum_j x'[t + j][ch] w[ch][j], x' the K - 1
+// state rows then x. Grid (channels / 128, chunks of DC_T tokens); a thread takes one channel
+// of a chunk. Only the first chunk's tokens reach into the state (DC_T >= K - 1), so its
+// threads also write the new state, after their own reads of the old one. act: SiLU after.
+#define DC_T 32
 extern "C" __global__ void conv1d(const float *x, const float *w, float *st, float *o, int C,
-                                  int T, int K)
+                                  int T, int K, int act)
 {
     pdl_wait();
     pdl_launch();
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= C)
         return;
-    int S = K - 1;
+    int S = K - 1, t0 = blockIdx.y * DC_T, t1 = min(T, t0 + DC_T);
 #define XT(idx) ((idx) < S ? st[(idx) * C + ch] : x[(long long)((idx) - S) * C + ch])
-    for (int t = 0; t < T; t++) {
+    for (int t = t0; t < t1; t++) {
         float sum = 0;
         for (int j = 0; j < K; j++)
             sum += XT(t + j) * w[ch * K + j];
-        o[(long long)t * C + ch] = sum;
+        o[(long long)t * C + ch] = act ? silu_f(sum) : sum;
     }
-    for (int r = 0; r < S; r++)
-        st[r * C + ch] = XT(T + r);
+    if (blockIdx.y == 0) // (row r reads row T + r > r of the old state, before it is written)
+        for (int r = 0; r < S; r++)
+            st[r * C + ch] = XT(T + r);
 #undef XT
 }
 
@@ -233,41 +238,146 @@ extern "C" __global__ void gates(const float *al, const float *be, const float *
     o[t * 2 * H + H + h] = sigmoid_f(be[i]);
 }
 
-// Gated delta rule: one block per V head, one thread per state row i (dv threads).
-extern "C" __global__ void deltanet(const float *Q, const float *Kx, const float *V,
-                                    const float *G, float *state, float *O, int nkh, int nvh,
-                                    int dk, int dv, int T)
+// Gated delta rule, per V head h and token t: M (dv x dk) <- M e^g; delta = beta (v - M k);
+// M += delta k^T; o = M q / sqrt(dk), q and k L2-normalized (x / max(|x|, eps)) from the
+// token's row q (nkh dk) | k (nkh dk) | v (nvh dv) of X. Each row of M is independent of the
+// others, so a wave holds DN_R rows in registers for the whole batch, element j = e WAVE +
+// lane of each row in its lane (KPL elements a lane: dk <= KPL WAVE), and reads M from memory
+// once and writes it once; the sums over j are butterflies over the wave, the rows' and the
+// norms' together (the norms applied after the sums). The next token's q, k, v and gates are
+// loaded while this one's are used. Grid (nvh, row groups: DN_R rows a wave of a block; a
+// wave takes every gridDim.y-th group on).
+#define DN_R 4
+template <int KPL>
+__device__ __forceinline__ void dn_load(const float *X, const float *G, int nkh, int nvh, int dk,
+                                        int dv, int h, int i0, int t, float (&k)[KPL],
+                                        float (&q)[KPL], float (&v)[DN_R], float &g, float &be)
+{
+    const int lane = lane_id(), kh = h % nkh;
+    const float *row = X + (long long)t * (2 * nkh * dk + nvh * dv);
+    const float *qr = row + kh * dk, *kr = row + (nkh + kh) * dk, *vr = row + 2 * nkh * dk + h * dv;
+#pragma unroll
+    for (int e = 0; e < KPL; e++) {
+        const int j = e * WAVE + lane;
+        k[e] = j < dk ? kr[j] : 0.0f;
+        q[e] = j < dk ? qr[j] : 0.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < DN_R; r++)
+        v[r] = i0 + r < dv ? vr[i0 + r] : 0.0f;
+    g = G[(long long)t * 2 * nvh + h];
+    be = G[(long long)t * 2 * nvh + nvh + h];
+}
+
+template <int KPL>
+__device__ __forceinline__ void dn_rows(const float *X, const float *G, float *state, float *O,
+                                        int nkh, int nvh, int dk, int dv, int T, float eps, int h,
+                                        int i0)
+{
+    const int lane = lane_id();
+    const float qs = 1.0f / sqrtf((float)dk);
+    float m[DN_R][KPL];
+#pragma unroll
+    for (int r = 0; r < DN_R; r++)
+#pragma unroll
+        for (int e = 0; e < KPL; e++) {
+            const int j = e * WAVE + lane;
+            m[r][e] = i0 + r < dv && j < dk ? state[((long long)h * dv + i0 + r) * dk + j] : 0.0f;
+        }
+    float k[KPL], q[KPL], v[DN_R], g, be;
+    dn_load<KPL>(X, G, nkh, nvh, dk, dv, h, i0, 0, k, q, v, g, be);
+    for (int t = 0; t < T; t++) {
+        float kn[KPL], qn[KPL], vn[DN_R], gn = 0.0f, bn = 0.0f;
+        if (t + 1 < T)
+            dn_load<KPL>(X, G, nkh, nvh, dk, dv, h, i0, t + 1, kn, qn, vn, gn, bn);
+        const float eg = expf(g);
+        float s[DN_R + 2]; // the rows' M k, then |k|^2 and |q|^2
+        s[DN_R] = s[DN_R + 1] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < KPL; e++) {
+            s[DN_R] += k[e] * k[e];
+            s[DN_R + 1] += q[e] * q[e];
+        }
+#pragma unroll
+        for (int r = 0; r < DN_R; r++) {
+            s[r] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < KPL; e++) {
+                m[r][e] *= eg;
+                s[r] += m[r][e] * k[e];
+            }
+        }
+#pragma unroll
+        for (int o = WAVE / 2; o > 0; o >>= 1)
+#pragma unroll
+            for (int r = 0; r < DN_R + 2; r++)
+                s[r] += shfl_xor(s[r], o);
+        const float sk = 1.0f / fmaxf(sqrtf(s[DN_R]), eps);
+        const float sq = qs / fmaxf(sqrtf(s[DN_R + 1]), eps);
+#pragma unroll
+        for (int e = 0; e < KPL; e++)
+            k[e] *= sk;
+#pragma unroll
+        for (int r = 0; r < DN_R; r++) {
+            const float d = be * (v[r] - s[r] * sk);
+            s[r] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < KPL; e++) {
+                m[r][e] += d * k[e];
+                s[r] += m[r][e] * q[e];
+            }
+        }
+#pragma unroll
+        for (int o = WAVE / 2; o > 0; o >>= 1)
+#pragma unroll
+            for (int r = 0; r < DN_R; r++)
+                s[r] += shfl_xor(s[r], o);
+        float out = s[0]; // (lane r writes row r: selects, not an indexed register array)
+#pragma unroll
+        for (int r = 1; r < DN_R; r++)
+            out = lane == r ? s[r] : out;
+        if (lane < DN_R && i0 + lane < dv)
+            O[((long long)t * nvh + h) * dv + i0 + lane] = out * sq;
+        if (t + 1 < T) {
+#pragma unroll
+            for (int e = 0; e < KPL; e++) {
+                k[e] = kn[e];
+                q[e] = qn[e];
+            }
+#pragma unroll
+            for (int r = 0; r < DN_R; r++)
+                v[r] = vn[r];
+            g = gn;
+            be = bn;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < DN_R; r++)
+#pragma unroll
+        for (int e = 0; e < KPL; e++) {
+            const int j = e * WAVE + lane;
+            if (i0 + r < dv && j < dk)
+                state[((long long)h * dv + i0 + r) * dk + j] = m[r][e];
+        }
+}
+
+// dk at most 8 WAVE (the host checks)
+extern "C" __global__ void deltanet(const float *X, const float *G, float *state, float *O,
+                                    int nkh, int nvh, int dk, int dv, int T, float eps)
 {
     pdl_wait();
     pdl_launch();
-    extern __shared__ float kq[]; // [2][dk]
-    int h = blockIdx.x, i = threadIdx.x, kh = h % nkh;
-    float *M = state + ((long long)h * dv + i) * dk;
-    float qs = 1.0f / sqrtf((float)dk);
-    for (int t = 0; t < T; t++) {
-        __syncthreads();
-        for (int j = threadIdx.x; j < dk; j += blockDim.x) {
-            kq[j] = Kx[((long long)t * nkh + kh) * dk + j];
-            kq[dk + j] = Q[((long long)t * nkh + kh) * dk + j];
-        }
-        __syncthreads();
-        if (i >= dv)
-            continue;
-        float eg = expf(G[t * 2 * nvh + h]), beta = G[t * 2 * nvh + nvh + h];
-        float mk = 0;
-        for (int j = 0; j < dk; j++) {
-            float m = M[j] * eg;
-            M[j] = m;
-            mk += m * kq[j];
-        }
-        float delta = beta * (V[((long long)t * nvh + h) * dv + i] - mk);
-        float mq = 0;
-        for (int j = 0; j < dk; j++) {
-            float m = M[j] + delta * kq[j];
-            M[j] = m;
-            mq += m * kq[dk + j];
-        }
-        O[((long long)t * nvh + h) * dv + i] = mq * qs;
+    const int nw = blockDim.x / WAVE, h = blockIdx.x;
+    for (int grp = blockIdx.y * nw + wave_id(); grp * DN_R < dv; grp += gridDim.y * nw) {
+        const int i0 = grp * DN_R;
+        if (dk <= WAVE)
+            dn_rows<1>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
+        else if (dk <= 2 * WAVE)
+            dn_rows<2>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
+        else if (dk <= 4 * WAVE)
+            dn_rows<4>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
+        else
+            dn_rows<8>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
     }
 }
 
