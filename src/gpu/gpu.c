@@ -324,8 +324,9 @@ struct gpu_sess {
     int mmt_dq;              /* quantized prompt weights dequantized into F16 tiles: 0 never,
                               * 1 where it pays (plan_matmul), 2 always (BRASA_GPU_MMT_DQ) */
     /* BRASA_GPU_PROFILE=1: eager launches with an event after each; time per kernel name,
-     * printed when the session ends */
-    bool prof;
+     * printed when the session ends; =2 also each launch of every prompt batch, with its
+     * node, as it ends */
+    int prof;
     CUevent *pev;
     int npev;
     struct ktime pk[32];
@@ -975,7 +976,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     if (s->mmt_min < 2)
         s->mmt_min = 256;
     s->mmt = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_MMT", "0");
-    s->prof = env_is("BRASA_GPU_PROFILE", "1");
+    s->prof = env_is("BRASA_GPU_PROFILE", "1") ? 1 : env_is("BRASA_GPU_PROFILE", "2") ? 2 : 0;
     s->pdl = g->d.cuLaunchKernelEx && g->jit.arch >= 90 && !drv_is_hip(&g->d) &&
              !env_is("BRASA_GPU_PDL", "0") && !s->prof;
     brasa_status st;
@@ -2138,6 +2139,17 @@ static bool mm_mix(const struct pb *b, int a, int c, int v)
            mvd_kp(T_Q4_K, 2) == 64 && mvd_kp(T_Q6_K, 2) == 64;
 }
 
+/* Whether MATMUL j may have another product after it in its launch: always in decode; in a
+ * batch that takes the tensor-core tiles (plan_matmul), only where j's rows fill whole tiles
+ * (every weight of a launch but the last must, or the whole launch takes the matvec kernel:
+ * a qwen35 layer's z, beta and alpha over a 512-token prompt took 800 us so) */
+static bool chain_after(const struct pb *b, int j)
+{
+    const struct graph_node *n = &b->g->nodes[j], *w = &b->g->nodes[n->in[1]];
+    bool f = w->type == T_F16 || w->type == T_BF16 || w->type == T_F32;
+    return n->ne[1] < b->s->mmt_min || !b->s->mmt || w->ne[1] % (f ? 128 : 64) == 0;
+}
+
 /* The fusion pass: a table of node patterns rewritten into fused launches.
  *   RMS_NORM (whole rows) -> only MATMULs   : the norm is applied in the activation conversion
  *   MATMUL -> ADD (as its scaled term)       : residual add (and bias) in the matvec epilogue
@@ -2225,7 +2237,8 @@ static void fuse(struct pb *b)
             int nx = next_op(g, i);
             const struct graph_node *m2 = nx >= 0 ? &g->nodes[nx] : NULL;
             if (m2 && m2->op == GOP_MATMUL && m2->in[0] == n->in[0] && mm_compatible(g, i, nx) &&
-                nx != g->out && b->resadd[nx] < 0 && !graph_dump_wanted(b->s->dump, m2->name)) {
+                nx != g->out && b->resadd[nx] < 0 && !graph_dump_wanted(b->s->dump, m2->name) &&
+                chain_after(b, i)) {
                 int sw = next_op(g, nx);
                 const struct graph_node *s3 = sw >= 0 ? &g->nodes[sw] : NULL;
                 if (s3 && s3->op == GOP_SWIGLU && s3->in[0] == i && s3->in[1] == nx &&
@@ -2240,6 +2253,7 @@ static void fuse(struct pb *b)
                     int n3 = next_op(g, nx);
                     if (n3 >= 0 && g->nodes[n3].op == GOP_MATMUL && g->nodes[n3].in[0] == n->in[0] &&
                         (mm_compatible(g, i, n3) || mm_mix(b, i, nx, n3)) && n3 != g->out &&
+                        chain_after(b, nx) &&
                         b->resadd[n3] < 0 &&
                         !graph_dump_wanted(b->s->dump, g->nodes[n3].name)) {
                         b->mnext[nx] = n3;
@@ -2844,6 +2858,10 @@ static brasa_status finish_run(struct gpu_sess *s, struct brasa_err *err)
         float km = 0;
         gp->d.cuEventElapsedTime(&km, k ? s->pev[k - 1] : q->ev0, s->pev[k]);
         kt_add(s->pk, &s->npk, p->l[k].kname, km);
+        if (s->prof == 2 && p->n_tok > 1)
+            fprintf(stderr, "brasa: prompt of %d, launch %4d: %-14s %-28s %9.1f us\n", p->n_tok,
+                    k, p->l[k].kname, p->l[k].node >= 0 ? p->g->nodes[p->l[k].node].name : "",
+                    km * 1e3);
     }
     if (gp->tl && (st = tl_collect(s, p, err)))
         return st;
