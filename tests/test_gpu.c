@@ -656,13 +656,13 @@ static int gpu_arch_of_device(void)
 }
 
 /* One model (tiny128 of type label) through the warpgroup products (the environment pairs env;
- * on: the same with the prompt settings, for the plans; off: the mma.sync tiles of the same
- * products): the GPU against the CPU backend with off and with env within tol, with env
- * against off within 2e-3 (BF16: 5e-3: its tiles take the activations rounded to 8 bits, so
- * where the two orders of summing round a product's output apart, the next layer's input
- * moves by up to 2^-8 of it), and every prompt product of a 6-token prompt on them. */
+ * off: the mma.sync tiles of the same products): the GPU against the CPU backend with off and
+ * with env within tol, with env against off within 2e-3 (BF16: 5e-3: its tiles take the
+ * activations rounded to 8 bits, so where the two orders of summing round a product's output
+ * apart, the next layer's input moves by up to 2^-8 of it), and every prompt product of a
+ * 6-token prompt on them (the caller sets BRASA_GPU_MMT_MIN=2). */
 static void warpgroup_case(const char *path, const char *label, const char *const *env,
-                           const char *const *on, const char *const *off, double tol)
+                           const char *const *off, double tol)
 {
     static const char *const names[] = {"mmt_wg_multi", "mmt_wg", "mmt_wg_glu"};
     double e0 = gpu_vs_cpu(path, off, 300), e = gpu_vs_cpu(path, env, 300);
@@ -677,9 +677,27 @@ static void warpgroup_case(const char *path, const char *label, const char *cons
     env_pop(off, old);
     int n[2], nl, mixed;
     for (int j = 0; j < 3; j++)
-        if (plan_counts(path, on, 64, names + j, 1, n, &nl, &mixed))
+        if (plan_counts(path, env, 64, names + j, 1, n, &nl, &mixed))
             CHECKF(n[1] >= nl, "%s %s=%s: %d %s launches in the prompt for %d layers", label,
                    env[0], env[1], n[1], names[j], nl);
+}
+
+/* warpgroup_case for tiny128 in each of the nt types ft (named fl), each of the ne settings
+ * envs against off, with BRASA_GPU_MMT_MIN=2 (the plans' 6-token prompts on the tiles too) */
+static void warpgroup_types(const int *ft, const char *const *fl, int nt,
+                            const char *const *const *envs, int ne, const char *const *off)
+{
+    setenv("BRASA_GPU_MMT_MIN", "2", 1);
+    for (int t = 0; t < nt; t++) {
+        char path[256], label[64];
+        if (!tiny128_of(path, sizeof path, ft[t]))
+            continue;
+        snprintf(label, sizeof label, "tiny128 %s", fl[t]);
+        for (int e = 0; e < ne; e++)
+            warpgroup_case(path, label, envs[e], off, tol_of(fl[t]));
+        remove(path);
+    }
+    unsetenv("BRASA_GPU_MMT_MIN");
 }
 
 /* F16 and BF16 prompt products on Hopper's warpgroup products (mmt.cu WG, sm_90 only;
@@ -688,8 +706,8 @@ static void warpgroup_case(const char *path, const char *label, const char *cons
  * not reach: their prompts never take the tensor-core tiles), prompts of 300 tokens (three
  * tiles of 128 tokens, the last part-filled): against the CPU backend within the types'
  * bounds, as the mma.sync tiles are, and against the mma.sync tiles (the same products summed
- * in another order) within 2e-3 of the largest logit (BF16: 5e-3); and the plans: the prompt's products
- * all on the warpgroups. */
+ * in another order) within 2e-3 of the largest logit (BF16: 5e-3); and the plans: the prompt's
+ * products all on the warpgroups. */
 TEST(prompt_f16_on_warpgroups)
 {
     if (!gpu_present())
@@ -697,22 +715,12 @@ TEST(prompt_f16_on_warpgroups)
     if (gpu_arch_of_device() != 90)
         SKIP("not an sm_90 device");
     static const int ft[2] = {FTYPE_F16, FTYPE_BF16};
-    static const char *const off[] = {"BRASA_GPU_MMT_WG", "0", NULL};
     static const char *const fl[2] = {"F16", "BF16"};
-    setenv("BRASA_GPU_MMT_MIN", "2", 1);
-    for (int t = 0; t < 2; t++) {
-        char path[256], label[64];
-        if (!tiny128_of(path, sizeof path, ft[t]))
-            continue;
-        snprintf(label, sizeof label, "tiny128 %s", fl[t]);
-        for (int wg = 1; wg <= 2; wg++) {
-            const char *const env[] = {"BRASA_GPU_MMT_WG", wg == 1 ? "1" : "2", NULL};
-            const char *const on[] = {env[0], env[1], "BRASA_GPU_MMT_MIN", "2", NULL};
-            warpgroup_case(path, label, env, on, off, tol_of(fl[t]));
-        }
-        remove(path);
-    }
-    unsetenv("BRASA_GPU_MMT_MIN");
+    static const char *const wg1[] = {"BRASA_GPU_MMT_WG", "1", NULL};
+    static const char *const wg2[] = {"BRASA_GPU_MMT_WG", "2", NULL};
+    static const char *const *const envs[2] = {wg1, wg2};
+    static const char *const off[] = {"BRASA_GPU_MMT_WG", "0", NULL};
+    warpgroup_types(ft, fl, 2, envs, 2, off);
 }
 
 /* Quantized prompt weights dequantized into F16 tiles (mmt.cu DQ) on Hopper's warpgroup
@@ -728,19 +736,10 @@ TEST(prompt_dq_on_warpgroups)
         SKIP("not an sm_90 device");
     static const int ft[3] = {FTYPE_Q4_K_M, FTYPE_Q8_0, FTYPE_Q4_0};
     static const char *const fl[3] = {"Q4_K_M", "Q8_0", "Q4_0"};
-    static const char *const env[] = {"BRASA_GPU_MMT_WG", "3", NULL};
-    static const char *const on[] = {"BRASA_GPU_MMT_WG", "3", "BRASA_GPU_MMT_MIN", "2", NULL};
+    static const char *const wg3[] = {"BRASA_GPU_MMT_WG", "3", NULL};
+    static const char *const *const envs[1] = {wg3};
     static const char *const off[] = {"BRASA_GPU_MMT_WG", "0", "BRASA_GPU_MMT_DQ", "2", NULL};
-    setenv("BRASA_GPU_MMT_MIN", "2", 1);
-    for (int t = 0; t < 3; t++) {
-        char path[256], label[64];
-        if (!tiny128_of(path, sizeof path, ft[t]))
-            continue;
-        snprintf(label, sizeof label, "tiny128 %s", fl[t]);
-        warpgroup_case(path, label, env, on, off, tol_of(fl[t]));
-        remove(path);
-    }
-    unsetenv("BRASA_GPU_MMT_MIN");
+    warpgroup_types(ft, fl, 3, envs, 1, off);
 }
 
 /* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in

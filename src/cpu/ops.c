@@ -943,7 +943,7 @@ static void gates_rows(const struct op_args *a, long r0, long r1, int ith)
 
 /* One V head over the whole batch: M (dv × dk) ← M·e^g; δ = β(v − M k); M += δ kᵀ; o = M q/√dk,
  * q and k L2-normalized (eps p.f[0]) from each token's row q (nkh dk) | k (nkh dk) | v (nvh dv)
- * of in[0]. dk <= 256 (the loaders check). */
+ * of in[0]. dk <= 256 (cpu_op checks). */
 static void deltanet_rows(const struct op_args *a, long r0, long r1, int ith)
 {
     (void)ith;
@@ -953,8 +953,6 @@ static void deltanet_rows(const struct op_args *a, long r0, long r1, int ith)
     const float *X = a->in[0], *G = a->in[1];
     float *O = a->out, qs = 1.0f / sqrtf((float)dk), eps = a->node->p.f[0];
     float q[256], k[256];
-    if (dk > 256)
-        return;
     for (long h = r0; h < r1; h++) {
         float *M = (float *)a->state + h * dv * dk;
         long kh = h % nkh;
@@ -1071,6 +1069,9 @@ brasa_status cpu_op(const struct op_args *a, struct brasa_err *err)
         run_rows(a, n->ne[1], n->ne[0] * 8, gates_rows);
         break;
     case GOP_DELTANET:
+        if (n->p.i[2] > 256)
+            return brasa_fail(err, BRASA_EUNSUPPORTED, "%s: DeltaNet keys of %d values (the CPU "
+                              "kernel takes at most 256)", n->name, n->p.i[2]);
         run_rows(a, n->p.i[1], n->ne[1] * n->p.i[2] * n->p.i[3] * 4, deltanet_rows);
         break;
     default:

@@ -60,6 +60,10 @@ static int quant_mode(uint32_t t)
     }
 }
 
+/* Rows of mmt.cu's tiles for a weight of quant_mode mode (F16 / BF16: 128; the integer
+ * tiles: 64); every weight of a launch but the last must fill whole ones */
+static int mmt_tile_rows(int mode) { return mode >= 2 ? 128 : 64; }
+
 struct wmap {
     const void *host;
     CUdeviceptr dev;
@@ -79,7 +83,7 @@ struct mv_kernel {
     int dq;          /* mmt.cu: quantized weights dequantized into F16 tiles (quant_act's
                       * int8 activation times its scales, as F16: mode + 8) */
     int bps;         /* mmt.cu: blocks an SM holds at once */
-    int wg;          /* mmt.cu: F16 / BF16 on Hopper's warpgroup products (WG) */
+    int wg;          /* mmt.cu: the F16 tiles on Hopper's warpgroup products (WG) */
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
     int rp;          /* mvd.cu: RoPE and KV-cache writes in the epilogue (RP) */
     uint32_t wtype2; /* mvd.cu: the third weight's type where it differs (QT2), else 0 */
@@ -116,9 +120,7 @@ struct gpu {
     struct { int key; CUmodule m; CUfunction fn; } mf[32]; /* mvf.cu variants, when first used */
     int n_mf;
     bool spec;
-    /* F16 / BF16 prompt products on Hopper's warpgroup products (mmt.cu WG; sm_90 only):
-     * BRASA_GPU_MMT_WG=1 unswizzled tiles, =2 in the 128-byte swizzle, =3 that and the
-     * quantized weights dequantized into F16 tiles too (off by default until measured) */
+    /* prompt tiles on Hopper's warpgroup products (mmt.cu WG; sm_90 only; gpu_open) */
     int mmt_wg;
     struct mv_kernel mv[96];
     int n_mv;
@@ -1416,7 +1418,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     if (use_mmt && !glu)
         for (int j = i; b->mnext[j] >= 0; j = b->mnext[j]) {
             long nr = (long)b->g->nodes[b->g->nodes[j].in[1]].ne[1];
-            use_mmt &= nr % (mode >= 2 ? 128 : 64) == 0;
+            use_mmt &= nr % mmt_tile_rows(mode) == 0;
             dq &= nr % 128 == 0;
         }
     if ((mode == 0 && k % 32) || (mode == 1 && k % 256) || k % 8)
@@ -2146,8 +2148,9 @@ static bool mm_mix(const struct pb *b, int a, int c, int v)
 static bool chain_after(const struct pb *b, int j)
 {
     const struct graph_node *n = &b->g->nodes[j], *w = &b->g->nodes[n->in[1]];
-    bool f = w->type == T_F16 || w->type == T_BF16 || w->type == T_F32;
-    return n->ne[1] < b->s->mmt_min || !b->s->mmt || w->ne[1] % (f ? 128 : 64) == 0;
+    int mode = quant_mode(w->type); /* (F32 weights, mode 4, never take the tiles) */
+    return n->ne[1] < b->s->mmt_min || !b->s->mmt || mode == 4 ||
+           w->ne[1] % mmt_tile_rows(mode) == 0;
 }
 
 /* The fusion pass: a table of node patterns rewritten into fused launches.

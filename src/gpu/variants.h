@@ -35,12 +35,11 @@ int gpu_mvd_mix_variants(unsigned wtype, unsigned qt2, int ks, int rp, struct gp
 int gpu_mvd_xc(unsigned wtype);
 /* The tensor-core batch product (mmt.cu) of weight type wtype, plain or gate+up: candidates in
  * order of preference, for quantized weights with dq first those that dequantize into F16
- * tiles (they take quant_act's F16 activation and tiles of 128 rows), for F16 / BF16 weights
- * with wg (1 or 2) first one on Hopper's warpgroup products (sm_90 only); cap at least 8; returns
- * their count (0: no such kernel). */
+ * tiles (they take quant_act's F16 activation and tiles of 128 rows), and with wg first one on
+ * Hopper's warpgroup products (sm_90 only; wg 1: F16 / BF16 in unswizzled tiles, 2: in the
+ * 128-byte swizzle, 3: that, and quantized weights with dq in the same tiles); cap at least 8;
+ * returns their count (0: no such kernel). */
 int gpu_mmt_variants(unsigned wtype, int glu, int dq, int wg, struct gpu_variant *out, int cap);
-/* (wg: 1 F16 / BF16 in unswizzled tiles; 2 in the 128-byte swizzle; 3 that, and quantized
- * weights with dq in the same tiles) */
 /* All variants (for the compile tests): fills out, returns the count; GV_ALL_MAX holds them
  * with room to spare (the tests fail when the count reaches it, as the list would be cut). */
 #define GV_ALL_MAX 768
