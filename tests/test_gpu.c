@@ -504,16 +504,19 @@ TEST(decode_conversion_in_attention)
 }
 
 /* The final RMSNorm runs in the LM head's conversion (no norm_rows launch in the llama
- * fixtures' plans, whose other norms all go into conversions too); the logits are checked
- * against the CPU and the goldens by fixtures_vs_golden_and_cpu. */
+ * fixtures' plans, whose other norms all go into conversions too; nor in qwen3's and qwen35's
+ * Q4_K_M ones, whose head norms are the rope launch's and whose DeltaNet's gated norm is in its
+ * output product's conversion); the logits are checked against the CPU and the goldens by
+ * fixtures_vs_golden_and_cpu. */
 TEST(final_norm_in_lm_head)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
     static const char *const none[] = {NULL}, *const names[] = {"norm_rows"};
     static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/llama.Q8_0.gguf",
-                                        "fixtures/llama.F16.gguf"};
-    for (int f = 0; f < 3; f++) {
+                                        "fixtures/llama.F16.gguf", "fixtures/qwen3.Q4_K_M.gguf",
+                                        "fixtures/qwen35.Q4_K_M.gguf"};
+    for (int f = 0; f < 5; f++) {
         const char *path = test_shared_path(files[f]);
         int c[2], nl, mixed;
         if (!test_file_exists(path) || !plan_counts(path, none, 512, names, 1, c, &nl, &mixed))
@@ -522,6 +525,71 @@ TEST(final_norm_in_lm_head)
         CHECKF(c[0] == 0 && c[1] == 0, "%s: %d norm_rows launches in decode, %d in the prompt",
                files[f], c[0], c[1]);
     }
+}
+
+/* qwen35's launches folded into others: the DeltaNet's gates computed in its kernel (decode)
+ * and its gated RMSNorm in the output product's conversion (quant_act z) against their own
+ * launches (BRASA_GPU_DN_FUSE=0), prompt and decode: the gates the same bits (Q8_0, whose norm
+ * keeps its launch: bit for bit), the norm's sums in float instead of double (Q4_K_M); and in
+ * the qwen35 Q4_K_M decode plans no gates launch and a norm_rows launch fewer for each DeltaNet
+ * layer. The rope reading the VIEW of q in the query | gate rows in place (BRASA_GPU_ROPE_VIEW=1,
+ * not yet the default) against the view's launch: the same bits, and a view launch fewer a
+ * layer of attention. */
+TEST(qwen35_launches_folded)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const env[] = {"BRASA_GPU_DN_FUSE", "0", NULL};
+    static const char *const rv[] = {"BRASA_GPU_ROPE_VIEW", "1", NULL};
+    static const char *const none[] = {NULL}, *const names[] = {"gates", "norm_rows", "view"};
+    static const char *const types[2] = {"Q8_0", "Q4_K_M"};
+    for (int t = 0; t < 2; t++) {
+        char rel[64], label[64];
+        snprintf(rel, sizeof rel, "fixtures/qwen35.%s.gguf", types[t]);
+        snprintf(label, sizeof label, "qwen35 %s", types[t]);
+        const char *path = test_shared_path(rel);
+        if (!test_file_exists(path))
+            continue;
+        decode_pair_path(path, label, env, t == 0 ? 0 : 1e-4, "folded and own launches", 512, 7);
+        decode_pair_path(path, label, rv, 0, "rope reading the view and the view's launch", 512,
+                         7);
+        int n[4], m[4], v[4], nl, mixed;
+        if (t == 0 || !plan_counts(path, env, 64, names, 3, n, &nl, &mixed) ||
+            !plan_counts(path, none, 64, names, 3, m, &nl, &mixed) ||
+            !plan_counts(path, rv, 64, names, 3, v, &nl, &mixed))
+            continue;
+        printf("  %s: decode gates %d, norm_rows %d (own launches: %d, %d), view %d (rope reading "
+               "it: %d); prompt gates %d (%d)\n", label, m[0], m[1], n[0], n[1], m[2], v[2], m[3],
+               n[3]);
+        CHECKF(n[0] > 0 && m[0] == 0 && n[1] - m[1] == n[0] && n[3] == n[0] && m[3] == n[0] &&
+               m[2] == 2 * v[2] && v[2] == nl - n[0],
+               "%s: decode gates %d, norm_rows %d, view %d; with BRASA_GPU_DN_FUSE=0 %d, %d; "
+               "BRASA_GPU_ROPE_VIEW=1 view %d", label, m[0], m[1], m[2], n[0], n[1], v[2]);
+    }
+}
+
+/* Decode attention over heads of 256 (qwen35's; a synthesized tiny qwen35 with heads of 256,
+ * Q8_0) through the F16 output pass of the heads of 128 (BRASA_GPU_ATTN_256=1, not yet the
+ * default) against the thread-per-element pass: the same products, summed in another order;
+ * in one pass and split along a context of 2,048 (a 1,100-token prompt). */
+TEST(attention_heads_of_256)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const env[] = {"BRASA_GPU_ATTN_256", "1", NULL};
+    char buf[96];
+    snprintf(buf, sizeof buf, "/tmp/brasa-test-gpu-tiny256-%d.gguf", (int)getpid());
+    struct synth_opts o = {.arch = "qwen35", .shape = "tiny256", .ftype = FTYPE_Q8_0, .seed = 5,
+                           .n_threads = 2};
+    struct brasa_err err = {{0}};
+    CHECKF(synth_write(buf, &o, NULL, &err) == BRASA_OK, "synth: %s", err.msg);
+    if (err.msg[0])
+        return;
+    decode_pair_path(buf, "qwen35 tiny256 Q8_0", env, 1e-4, "heads of 256 in the F16 output pass",
+                     512, 7);
+    decode_pair_path(buf, "qwen35 tiny256 Q8_0", env, 1e-4,
+                     "heads of 256 in the F16 output pass, split", 2048, 1100);
+    unlink(buf);
 }
 
 /* A q/k/v launch whose v weight has another type (Q4_K q and k, Q6_K v: the layers of Q4_K_M
@@ -1165,6 +1233,7 @@ TEST(generate_queued)
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(upload_staged_equals_pageable),
           T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
+          T(qwen35_launches_folded), T(attention_heads_of_256),
           T(decode_rope_in_products), T(decode_q4k_on_tensor_cores), T(prompt_f16_on_warpgroups),
           T(prompt_dq_on_warpgroups),
           T(long_context_f16_cache), T(device_candidates), T(generate_queued),

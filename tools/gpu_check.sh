@@ -156,8 +156,10 @@ shared=${BRASA_SHARED:-../shared}
 # Q4_K_M: the prompt through the dequantized tensor-core tiles (BRASA_GPU_MMT_MIN, _DQ);
 # Q8_0: decode products that convert their own activation (mvd.cu XC)
 if [ -z "${SKIP_SAN:-}" ] && [ -x $B/brasa ] && command -v compute-sanitizer >/dev/null; then
-  for fq in Q4_K_M Q8_0; do
-    fx=$shared/fixtures/llama.$fq.gguf
+  # (qwen3 and qwen35: the rope launch with the head norms, reading q's view in place;
+  # qwen35's DeltaNet and the gated norm in quant_act)
+  for fq in llama.Q4_K_M llama.Q8_0 qwen3.Q4_K_M qwen35.Q4_K_M; do
+    fx=$shared/fixtures/$fq.gguf
     [ -f "$fx" ] || continue
     for tool in memcheck racecheck; do
       for g in ${SAN_GRAPH_MODES:-1 0}; do

@@ -494,7 +494,7 @@ static void rope_rows(const struct op_args *a, long r0, long r1, int ith)
     long hd = n->p.i[0], n_rot = n->p.i[1], mode = n->p.i[2], ne0 = n->ne[0], nh = ne0 / hd;
     float *cs = a->ctx->thr_scratch + (size_t)ith * a->ctx->thr_stride; /* [n_rot/2][cos,sin] */
     const float theta_scale = graph_rope_ratio(n);
-    const float *x = a->in[0];
+    const float *x = a->in[0], *nw = a->in[1]; /* nw: each head RMS-normalized first */
     float *y = a->out;
     long half = n_rot / 2;
     for (long t = r0; t < r1; t++) {
@@ -502,14 +502,23 @@ static void rope_rows(const struct op_args *a, long r0, long r1, int ith)
         for (long h = 0; h < nh; h++) {
             const float *xr = x + t * ne0 + h * hd;
             float *yr = y + t * ne0 + h * hd;
+            float sc = 1.0f;
+            if (nw) { /* (as RMS_NORM) */
+                double sum = 0;
+                for (long i = 0; i < hd; i++)
+                    sum += (double)(xr[i] * xr[i]);
+                sc = 1.0f / sqrtf((float)(sum / hd) + n->p.f[1]);
+            }
+#define XN(i) (nw ? (xr[i] * sc) * nw[i] : xr[i])
             for (long i = 0; i < half; i++) {
                 long i0 = mode == ROPE_NEOX ? i : 2 * i, i1 = mode == ROPE_NEOX ? i + half : 2 * i + 1;
-                float c = cs[2 * i], s = cs[2 * i + 1], x0 = xr[i0], x1 = xr[i1];
+                float c = cs[2 * i], s = cs[2 * i + 1], x0 = XN(i0), x1 = XN(i1);
                 yr[i0] = x0 * c - x1 * s;
                 yr[i1] = x0 * s + x1 * c;
             }
             for (long i = n_rot; i < hd; i++)
-                yr[i] = xr[i];
+                yr[i] = XN(i);
+#undef XN
         }
     }
 }

@@ -120,6 +120,7 @@ struct gpu {
     struct { int key; CUmodule m; CUfunction fn; } mf[32]; /* mvf.cu variants, when first used */
     int n_mf;
     bool spec;
+    bool attn256; /* BRASA_GPU_ATTN_256=1: attention's AO256 path for heads of 256 (get_attn) */
     /* prompt tiles on Hopper's warpgroup products (mmt.cu WG; sm_90 only; gpu_open) */
     int mmt_wg;
     struct mv_kernel mv[96];
@@ -321,6 +322,12 @@ struct gpu_sess {
                               * pinned memory (BRASA_GPU_TOPK_HOST=0: a copy after it, as
                               * before; a measurement) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
+    bool rope_view;          /* a ROPE reads the VIEW of q before it in place (fuse;
+                              * BRASA_GPU_ROPE_VIEW=1; not yet run on a GPU, so off by
+                              * default: the view's own launch) */
+    bool dn_fuse;            /* the DeltaNet's GATES in its kernel and its gated RMSNorm in the
+                              * output product's conversion (fuse; BRASA_GPU_DN_FUSE=0: their
+                              * own launches) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
     int mmt_dq;              /* quantized prompt weights dequantized into F16 tiles: 0 never,
@@ -439,6 +446,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     gmem_init(&g->mem, &g->d, budget);
     g->tl_level = drv_is_hip(&g->d) ? 0 : env_int("BRASA_GPU_TIMELINE", 0);
     g->spec = !env_is("BRASA_GPU_SPEC", "0");
+    g->attn256 = env_is("BRASA_GPU_ATTN_256", "1");
     /* Hopper's warpgroup products for the prompt tiles by default (mmt.cu WG; BRASA_GPU_MMT_WG:
      * 0 never, 1 unswizzled F16 / BF16 tiles, 2 swizzled, 3 swizzled and the dequantized
      * weights' too): pp512 1.5B F16 1.29x, Q4_K_M 1.14x, 7B Q4_K_M 1.26x (BENCHMARKS.md) */
@@ -712,9 +720,12 @@ static brasa_status get_attn(struct gpu *g, int hd, int f16, CUfunction *fn, CUf
     if (i == 5)
         i = 0;
     if (!g->ak[i].fn[0]) {
-        struct jit_def defs[2] = {{"AHD", hd}, {"AF16", f16}};
-        brasa_status st = load_module(g, "attn.cu", defs, i ? 2 : 0, names, 2, &g->ak[i].m,
-                                      g->ak[i].fn, err);
+        /* (AO256: heads of 256 through the F16 output pass of the heads of 128 and their
+         * key rows in one round; BRASA_GPU_ATTN_256=1, not yet run on a GPU) */
+        struct jit_def defs[3] = {{"AHD", hd}, {"AF16", f16}, {"AO256", 1}};
+        brasa_status st = load_module(g, "attn.cu", defs,
+                                      !i ? 0 : hd == 256 && f16 && g->attn256 ? 3 : 2, names, 2,
+                                      &g->ak[i].m, g->ak[i].fn, err);
         if (st != BRASA_OK)
             return st;
         g->ak[i].hd = hd;
@@ -972,6 +983,8 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->mvd_mix = !env_is("BRASA_GPU_MVD_MIX", "0");
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
+    s->dn_fuse = !env_is("BRASA_GPU_DN_FUSE", "0");
+    s->rope_view = env_is("BRASA_GPU_ROPE_VIEW", "1"); /* (not yet run on a GPU) */
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
     s->mmt_dq = env_is("BRASA_GPU_MMT_DQ", "0") ? 0 : env_is("BRASA_GPU_MMT_DQ", "2") ? 2 : 1;
@@ -1157,7 +1170,8 @@ struct pb {
     struct plan *p;
     CUdeviceptr ws, xq, xd, xs, xf, xh, part, mpart;
     int *nuse;       /* consumers per node */
-    int *normsrc;    /* MATMUL: the RMS_NORM folded into its activation conversion, or -1 */
+    int *normsrc;    /* MATMUL: the RMS_NORM (or RMS_NORM_GATE) folded into its activation
+                      * conversion; ROPE: the VIEW of q it reads in place; or -1 */
     int *resadd;     /* MATMUL: the ADD folded into its epilogue, or -1 */
     int *ropekv;     /* ROPE: the KV_STORE folded into it, or -1 */
     int *ropeqk;     /* ROPE (q): the ROPE (k) done in its launch, or -1 */
@@ -1432,13 +1446,22 @@ static brasa_status plan_matmul(struct pb *b, int i)
         qm += mt->dq ? 8 : 0;
     }
     int key = norm >= 0 ? norm : src;
-    CUdeviceptr x, nw = 0; /* the input (of the fused RMSNorm where there is one) */
+    CUdeviceptr x, nw = 0, zg = 0; /* the input (of the fused RMSNorm where there is one; zg:
+                                     * a gated one's gate, fuse) */
     float eps = 0;
+    int gsz = 0;
     if (norm >= 0) {
         const struct graph_node *r = &b->g->nodes[norm];
         if ((st = dev_of(b, r->in[0], &x)) || (st = dev_of(b, r->in[1], &nw)))
             return st;
         eps = r->p.f[0];
+        if (r->op == GOP_RMS_NORM_GATE) {
+            gsz = r->p.i[0];
+            if ((st = dev_of(b, r->in[2], &zg)) ||
+                (st = rng(b, zg, (size_t)T * k * 4, "gate of the norm", i)) ||
+                (st = rng(b, nw, (size_t)gsz * 4, "norm weights", i)))
+                return st;
+        }
     } else if ((st = dev_of(b, src, &x))) {
         return st;
     }
@@ -1520,7 +1543,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
      * Never in graphs with a recurrent state: the activation in F16 where quant_act made int8
      * is other rounding, which the state carries from token to token (the qwen35 fixtures 3x
      * beyond their bound) */
-    int mf = b->s->mf && T == 1 && !b->recurrent && !wt2 && rq < 0 && nm == (glu ? 2 : 1) &&
+    int mf = b->s->mf && T == 1 && !b->recurrent && !wt2 && rq < 0 && !zg && nm == (glu ? 2 : 1) &&
              !(b->q_src == key && b->q_mode == qm) &&
              (w->type == T_Q4_K || (b->s->mf == 3 && w->type == T_Q6_K && !glu));
     if (mf && b->s->mf == 1) /* (down: its input a SWIGLU that a gate+up launch writes) */
@@ -1543,7 +1566,7 @@ static brasa_status plan_matmul(struct pb *b, int i)
     int xc = T == 1 && b->s->mvd && !wt2 &&
              (b->s->mvd_xc == 2 || (b->s->mvd_xc >= 1 && gpu_mvd_xc(w->type)) ||
               (b->s->mvd_xc == 3 && k <= 8192)); /* (3: a measurement; not the down product) */
-    if (xc && (((x | nw) & 15) || mvd_rows(b, glu, nm, r, k, w->type) != 2))
+    if (xc && (((x | nw) & 15) || zg || mvd_rows(b, glu, nm, r, k, w->type) != 2))
         xc = 0;
     for (int j = 0; j < nm && xc; j++)
         if (spans_meet(y[j], (size_t)r[j] * 4, x, (size_t)k * 4)) {
@@ -1556,6 +1579,11 @@ static brasa_status plan_matmul(struct pb *b, int i)
         CUfunction fq;
         if ((st = get_quant(g, qm & 7, &fq, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
+        if (zg && (qm & 7) != 1)
+            return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: a gated norm in a "
+                              "conversion of mode %d", n->name, qm & 7);
+        /* (asked before this launch is added: last_writes looks at the last one) */
+        int zearly = zg && !last_writes(b, zg, (size_t)T * k * 4);
         struct launch *l = L(b, -1, fq, "quant_act", i, (unsigned)T,
                              (unsigned)((k + 2047) / 2048), 1, 256, 0);
         if (!l)
@@ -1571,6 +1599,9 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ap(l, b->xs);
         /* mmt's F16 / BF16 input */
         ap(l, T > 1 && ((mode >= 1 && mode <= 3) || qm & 8) ? b->xh : 0);
+        ap(l, zg);
+        ai(l, gsz);
+        ai(l, zearly);
         b->q_src = key;
         b->q_mode = qm;
     }
@@ -1859,11 +1890,39 @@ static brasa_status plan_node(struct pb *b, int i)
          * (the arena reuses q's buffer after this node): then one block per token, q first */
         long nel = n->ne[0] + (xk ? nek : 0) + (xv ? nev : 0); /* elements per token */
         size_t qb = (size_t)T * (size_t)n->ne[0] * 4, kb = (size_t)T * (size_t)nek * 4;
-        bool ovl = yk && spans_meet(yk, kb, in[0], qb);
+        int qhs = 0, qts = 0; /* q's head and token strides where its VIEW is folded in */
+        CUdeviceptr xq = in[0];
+        if (b->normsrc[i] >= 0) {
+            const struct graph_node *vw = &gr->nodes[b->normsrc[i]];
+            if ((st = dev_of(b, vw->in[0], &xq)))
+                return st;
+            qb = node_elems(&gr->nodes[vw->in[0]]) * 4;
+            if ((st = rng(b, xq, qb, "rope input", i)))
+                return st;
+            xq += (CUdeviceptr)vw->p.i[0] * 4;
+            qb -= (size_t)vw->p.i[0] * 4;
+            qhs = vw->p.i[3];
+            qts = vw->p.i[4];
+            if ((size_t)((T - 1) * (long)qts + (long)(vw->p.i[2] - 1) * qhs + vw->p.i[1]) * 4 > qb)
+                return brasa_fail(b->err, BRASA_EINVAL, "%s: the view of its input reaches "
+                                  "past it", n->name);
+        }
+        bool ovl = yk && spans_meet(yk, kb, xq, qb);
         unsigned nby = ovl ? 1u : (unsigned)((nel + 255) / 256);
+        /* the heads' norms (the ROPEs' weights): their 1 / RMS in shared memory, a float a
+         * head of q and k */
+        CUdeviceptr knw = 0;
+        int hd = n->p.i[0];
+        if (b->ropeqk[i] >= 0 && gr->nodes[b->ropeqk[i]].in[1] >= 0 &&
+            (st = dev_of(b, gr->nodes[b->ropeqk[i]].in[1], &knw)))
+            return st;
+        unsigned hsh = in[1] || knw ? (unsigned)((n->ne[0] + nek) / hd) * 4u : 0u;
+        if ((in[1] && (st = rng(b, in[1], (size_t)hd * 4, "q norm weights", i))) ||
+            (knw && (st = rng(b, knw, (size_t)hd * 4, "k norm weights", i))))
+            return st;
         if ((l = L(b, K_ROPE, NULL, NULL, i, (unsigned)T, nby, 1, 256,
-                   (unsigned)(n_rot / 2 * 3 * sizeof(float))))) {
-            ap(l, in[0]);
+                   (unsigned)(n_rot / 2 * 3 * sizeof(float)) + hsh))) {
+            ap(l, xq);
             ap(l, out);
             ai(l, n->ne[0]);
             ap(l, qc);
@@ -1881,6 +1940,11 @@ static brasa_status plan_node(struct pb *b, int i)
             af(l, theta_scale);
             ai(l, f16);
             ap(l, rope_from_table(b, n, true) ? b->s->d_cst : 0);
+            ap(l, in[1]);
+            ap(l, knw);
+            af(l, n->p.f[1]);
+            ai(l, qhs);
+            ai(l, qts);
         }
         break;
     }
@@ -2023,10 +2087,21 @@ static brasa_status plan_node(struct pb *b, int i)
         if (p[2] > 256)
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "%s: DeltaNet keys of %d values (the "
                               "GPU kernel takes at most 256)", n->name, p[2]);
+        /* the gates from their raw products where fuse folded GATES in (ops.cu gate_pair) */
+        const struct graph_node *gn = &gr->nodes[n->in[1]];
+        bool gf = gn->op == GOP_GATES && b->skip[n->in[1]];
+        CUdeviceptr gin[4] = {0};
+        for (int j = 0; gf && j < 4; j++)
+            if ((st = dev_of(b, gn->in[j], &gin[j])) ||
+                (st = rng(b, gin[j], (size_t)(j < 2 ? T : 1) * (size_t)p[1] * 4, "gate input",
+                          i)))
+                return st;
         if ((l = L(b, K_DELTA, NULL, NULL, i, (unsigned)p[1], (unsigned)((p[3] + 15) / 16), 1, 128,
                    0))) {
             ap(l, in[0]);
-            ap(l, in[1]);
+            ap(l, gf ? 0 : in[1]);
+            for (int j = 0; j < 4; j++)
+                ap(l, gin[j]);
             ap(l, M);
             ap(l, out);
             for (int j = 0; j < 4; j++)
@@ -2074,6 +2149,7 @@ static void rope_into_products(struct pb *b, int i)
     int hd = n->p.i[0], half = hd / 2;
     float ts = graph_rope_ratio(n);
     if (!b->s->rope_fuse || !b->s->mvd || b->s->force_nr || n->ne[1] != 1 || b->n_ctx <= 0 ||
+        n->in[1] >= 0 || g->nodes[kr].in[1] >= 0 || /* (head norms: the ROPE's launch) */
         n->p.i[1] != hd || hd % 2 || (n->p.i[2] != ROPE_NORM && n->p.i[2] != ROPE_NEOX) ||
         half > ROPE_CS_MAX / 2 ||
         (b->p->rope_half && (b->p->rope_half != half || b->p->rope_ts != ts)))
@@ -2210,6 +2286,35 @@ static void fuse(struct pb *b)
             !graph_dump_wanted(b->s->dump, g->nodes[n->in[1]].name)) {
             b->resadd[n->in[1]] = i;
             b->skip[i] = true;
+        }
+        /* the DeltaNet's gates computed by its own kernel (ops.cu gate_pair) in decode (a
+         * prompt's tokens run one after another in each wave: the gates' arithmetic on that
+         * chain made pp512 of the qwen35 4B shape 10% slower, BENCHMARKS.md) */
+        int nx = next_op(g, i);
+        if (n->op == GOP_GATES && b->s->dn_fuse && b->nuse[i] == 1 && nx >= 0 &&
+            g->nodes[nx].op == GOP_DELTANET && g->nodes[nx].in[1] == i && n->ne[1] == 1)
+            b->skip[i] = true;
+        /* a gated RMSNorm (the DeltaNet output's) in the conversion of the one product that
+         * reads it, right after it, where that conversion is quant_act's Q8_K (quantize.cu z:
+         * groups of 8 to 256 values, a power of 2) */
+        if (n->op == GOP_RMS_NORM_GATE && b->s->dn_fuse && b->nuse[i] == 1 && nx >= 0 &&
+            g->nodes[nx].op == GOP_MATMUL && g->nodes[nx].in[0] == i && nx != g->out &&
+            quant_mode(g->nodes[g->nodes[nx].in[1]].type) == 1 && n->p.i[0] >= 8 &&
+            n->p.i[0] <= 256 && (n->p.i[0] & (n->p.i[0] - 1)) == 0 && n->ne[0] % 256 == 0 &&
+            !graph_dump_wanted(b->s->dump, g->nodes[nx].name)) {
+            b->skip[i] = true;
+            b->normsrc[nx] = i;
+        }
+        /* a VIEW of whole heads (rows of hd at a stride, a token's at another) read by the
+         * ROPE right after it alone: the rope reads the view's input in place (the arena
+         * keeps that input apart from the ROPE's output: its last reader is the node before) */
+        if (n->op == GOP_VIEW && b->nuse[i] == 1 && nx >= 0 && g->nodes[nx].op == GOP_ROPE &&
+            g->nodes[nx].in[0] == i && n->p.i[1] == g->nodes[nx].p.i[0] &&
+            (long)n->p.i[1] * n->p.i[2] == (long)n->ne[0] && n->p.i[3] >= n->p.i[1] &&
+            n->p.i[0] >= 0 && n->p.i[0] + n->p.i[1] <= n->p.i[3] && n->ne[1] >= 1 &&
+            !graph_dump_wanted(b->s->dump, g->nodes[nx].name) && b->s->rope_view) {
+            b->skip[i] = true;
+            b->normsrc[nx] = i;
         }
         if (n->op == GOP_KV_STORE && g->nodes[n->in[0]].op == GOP_ROPE && b->nuse[n->in[0]] == 1) {
             b->ropekv[n->in[0]] = i;

@@ -47,7 +47,9 @@
  *              p.i[0] = head dim hd, p.i[1] = n_rot (dims rotated, first n_rot of each head,
  *              the rest copied), p.i[2] = mode (ROPE_NORM: pairs (2i, 2i+1); ROPE_NEOX:
  *              pairs (i, i + n_rot/2)), p.f[0] = freq base. Token t has position pos0 + t;
- *              pair i turns by angle pos · base^(-2i/n_rot).
+ *              pair i turns by angle pos · base^(-2i/n_rot). b (optional, WEIGHT F32 [hd]):
+ *              each head is RMS-normalized first, x / sqrt(mean(x²) + p.f[1]) * b[j], as
+ *              RMS_NORM per head (qwen3's and qwen35's q and k norms).
  *   KV_STORE   copies a [n_tok][n_kv·hd] into rows pos0 .. pos0+n_tok-1 of the cache b (STATE
  *              [n_ctx][n_kv·hd], F32 or F16). A side effect only: out is empty (ne = 0).
  *   ATTN       causal multi-head attention over the cache. a = q [n_tok][n_head·hd] (already

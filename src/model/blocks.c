@@ -266,27 +266,20 @@ int blk_norm(struct blk *b, int il, int x, const struct mdl_w *w, const char *wh
 }
 
 /* RMSNorm per head of size hd on [n_tok][n_heads*hd]. */
-static int head_norm(struct blk *b, int il, int x, const struct mdl_w *w, int n_heads,
-                     const char *what)
-{
-    int hd = b->m->hp.head_dim;
-    int n = graph_addf(b->g, GOP_RMS_NORM, x, weight(b, w), -1, -1, (int64_t)n_heads * hd, b->n_tok,
-                       "blk.%d.%s", il, what);
-    node(b, n)->p.i[0] = hd;
-    node(b, n)->p.f[0] = b->m->hp.eps;
-    return n;
-}
-
-static int rope(struct blk *b, int il, int x, int n_heads, const char *what)
+/* RoPE of each head of x, after its RMSNorm with the weights nw where the family has head norms
+ * (qwen3, qwen35: the norm is the ROPE's own, so a backend reads the product's output once) */
+static int rope(struct blk *b, int il, int x, const struct mdl_w *nw, int n_heads,
+                const char *what)
 {
     const struct mdl_hparams *hp = &b->m->hp;
-    int n = graph_addf(b->g, GOP_ROPE, x, -1, -1, -1, (int64_t)n_heads * hp->head_dim, b->n_tok,
-                       "blk.%d.%s", il, what);
+    int n = graph_addf(b->g, GOP_ROPE, x, nw->data ? weight(b, nw) : -1, -1, -1,
+                       (int64_t)n_heads * hp->head_dim, b->n_tok, "blk.%d.%s", il, what);
     struct graph_node *nd = node(b, n);
     nd->p.i[0] = hp->head_dim;
     nd->p.i[1] = hp->n_rot;
     nd->p.i[2] = hp->rope_mode;
     nd->p.f[0] = hp->rope_base;
+    nd->p.f[1] = nw->data ? hp->eps : 0.0f;
     return n;
 }
 
@@ -309,22 +302,17 @@ int blk_attention(struct blk *b, int il, int xn, bool gated)
     const struct mdl_layer *L = &b->m->layers[il];
     struct graph *g = b->g;
     int64_t hd = hp->head_dim, nq = (int64_t)hp->n_head * hd, nkv = (int64_t)hp->n_head_kv * hd;
-    int q, gate = -1;
-    if (gated) { /* rows per head: hd of query, then hd of gate */
-        int qg = matmul(b, il, xn, &L->wq, NULL, "attn_qg");
-        q = view(b, il, qg, 0, hd, hp->n_head, 2 * hd, 2 * nq, nq, b->n_tok, "q");
-        gate = view(b, il, qg, hd, hd, hp->n_head, 2 * hd, 2 * nq, nq, b->n_tok, "attn_gate");
-    } else {
-        q = matmul(b, il, xn, &L->wq, &L->bq, "q");
-    }
+    /* gated: rows per head, hd of query then hd of gate (split after the k and v products,
+     * so that a backend may run the three products, which read the same input, together) */
+    int q = matmul(b, il, xn, &L->wq, gated ? NULL : &L->bq, gated ? "attn_qg" : "q"), gate = -1;
     int k = matmul(b, il, xn, &L->wk, &L->bk, "k");
     int v = matmul(b, il, xn, &L->wv, &L->bv, "v");
-    if (L->q_norm.data) {
-        q = head_norm(b, il, q, &L->q_norm, hp->n_head, "q_norm");
-        k = head_norm(b, il, k, &L->k_norm, hp->n_head_kv, "k_norm");
+    if (gated) {
+        gate = view(b, il, q, hd, hd, hp->n_head, 2 * hd, 2 * nq, nq, b->n_tok, "attn_gate");
+        q = view(b, il, q, 0, hd, hp->n_head, 2 * hd, 2 * nq, nq, b->n_tok, "q");
     }
-    q = rope(b, il, q, hp->n_head, "q_rope");
-    k = rope(b, il, k, hp->n_head_kv, "k_rope");
+    q = rope(b, il, q, &L->q_norm, hp->n_head, "q_rope");
+    k = rope(b, il, k, &L->k_norm, hp->n_head_kv, "k_rope");
     int kc = state(b, b->c->k[il], b->c->kv_type, nkv, b->c->n_ctx, "k_cache", il);
     int vc = state(b, b->c->v[il], b->c->kv_type, nkv, b->c->n_ctx, "v_cache", il);
     int ks = graph_addf(g, GOP_KV_STORE, k, kc, -1, -1, 0, 0, "blk.%d.k_store", il);

@@ -63,6 +63,11 @@ static const struct synth_shape SHAPES[] = {
      .vocab = SYNTH_VOCAB_QWEN35, .rms_eps = 1e-6f, .rope_theta = 1e7f, .rope_dims = 32, .qk_norm = true,
      .tied = true, .full_attn_interval = 2, .ssm_conv = 4, .ssm_k_heads = 2, .ssm_v_heads = 4,
      .ssm_head_dim = 64, .rope_sections = {6, 5, 5, 0}},
+    /* (attention heads of 256, as the real models': what a GPU renders its attention for) */
+    {"qwen35", "tiny256", "tiny qwen3.5 hybrid, heads of 256", 2, 512, 4, 2, 256, 1024, 4096, 4122,
+     4096, .vocab = SYNTH_VOCAB_QWEN35, .rms_eps = 1e-6f, .rope_theta = 1e7f, .rope_dims = 64,
+     .qk_norm = true, .tied = true, .full_attn_interval = 2, .ssm_conv = 4, .ssm_k_heads = 2,
+     .ssm_v_heads = 4, .ssm_head_dim = 128, .rope_sections = {11, 11, 10, 0}},
     {"qwen35", "4b", "Qwen3.5-4B", 32, 2560, 16, 4, 256, 9216, 262144, 248320, 248044,
      .vocab = SYNTH_VOCAB_QWEN35, .rms_eps = 1e-6f, .rope_theta = 1e7f, .rope_dims = 64, .qk_norm = true,
      .tied = true, .full_attn_interval = 4, .ssm_conv = 4, .ssm_k_heads = 16, .ssm_v_heads = 32,

@@ -44,9 +44,17 @@ __device__ __forceinline__ void q8k_rows(const float *ov, int lane, i8 *xq, floa
 
 // pieces of 16 bytes of a key row in flight at once (F16 cache), and value rows a thread
 // loads before it uses the first: rendered for heads of 128, a row's 16 pieces and 8 rows
-// (one L2 round trip each for contexts up to 128 where there were two)
+// (one L2 round trip each for contexts up to 128 where there were two); for heads of 256 a
+// row's 32 pieces (AO256, with the F16 output pass below; not yet run on a GPU)
 #if defined(AHD) && AHD == 128 && !defined(AKU)
 #define AKU 16
+#define AVQ 8
+#endif
+#ifndef AO256
+#define AO256 0
+#endif
+#if defined(AHD) && AHD == 256 && AO256 && !defined(AKU)
+#define AKU 32
 #define AVQ 8
 #endif
 #ifndef AKU
@@ -75,8 +83,8 @@ __device__ __forceinline__ int eff_splits(int npos, int splits)
 // would (the K formats' int8 values and a d a 256-block, q8k_store): the same floats, so the
 // same bytes, with no quant_act launch between attention and the o product.
 // dynamic shared, a group's: (slice + hd) floats, and 2048 more (rounded slice) for an F16
-// cache with hd 16, 32, 64 or 128 (the output pass's thread groups of hd / 16 must divide the
-// 128 threads).
+// cache with hd 16, 32, 64, 128 or (AO256) 256 (the output pass's thread groups of hd / 16
+// must divide the 128 threads, and its 128 / (hd / 16) row groups' sums fit in the 2048).
 extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, float *O,
                                 const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
                                 int splits, float *part, i8 *xq, float *xd, int *xs, int *cnt)
@@ -195,7 +203,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
     // this block's output: the head's row of O, or (eff > 1) its partial after (max, sum)
     float *orow = one ? O + ((long long)t * nh + h) * hd
                       : part + (((long long)t * nh + h) * splits + sp) * (hd + 2) + 2;
-    if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128)) {
+    if (kv_f16 && (hd == 16 || hd == 32 || hd == 64 || hd == 128 || (AO256 && hd == 256))) {
         // output, F16 cache: thread = (row group, 16 columns); each reads its rows' 32-byte
         // pieces (two rows at a time), then the row groups' sums are added in shared memory
         // (red2: 2048 floats after the scores)

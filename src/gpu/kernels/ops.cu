@@ -87,25 +87,29 @@ extern "C" __global__ void view(const float *a, float *o, long long n, int off, 
 
 // Rotary embedding of element e of a tensor row x -> y (heads of hd); cs = [n_rot/2][cos, sin].
 // If cache is set, the result is also written to element e of cache row `row` (F32 or F16);
-// y may be NULL (the cache only).
+// y may be NULL (the cache only). nw: the head's RMSNorm first (x sc nw[i], sc its 1 / RMS).
+// hs: the heads' stride in x (hd, or more where x's heads are rows of a wider tensor).
 __device__ __forceinline__ void rope_elem(const float *x, float *y, int e, int ne, int hd,
                                           int n_rot, int mode, const float *cs, void *cache,
-                                          long long row, int kv_f16)
+                                          long long row, int kv_f16, const float *nw = nullptr,
+                                          float sc = 1.0f, int hs = 0)
 {
     int half = n_rot / 2, i = e % hd;
-    const float *xh = x + (e - i);
+    const float *xh = x + (long long)(e / hd) * (hs ? hs : hd);
+#define XN(j) (nw ? (xh[j] * sc) * nw[j] : xh[j])
     float v;
     if (i >= n_rot) {
-        v = xh[i];
+        v = XN(i);
     } else if (mode == 2) { // NEOX: pairs (i, i + half)
         int p = i < half ? i : i - half;
         float c = cs[2 * p], s = cs[2 * p + 1];
-        v = i < half ? rot_lo(xh[i], xh[i + half], c, s) : rot_hi(xh[i - half], xh[i], c, s);
+        v = i < half ? rot_lo(XN(i), XN(i + half), c, s) : rot_hi(XN(i - half), XN(i), c, s);
     } else { // NORM: pairs (2p, 2p+1)
         int p = i / 2;
         float c = cs[2 * p], s = cs[2 * p + 1];
-        v = (i & 1) ? rot_hi(xh[i - 1], xh[i], c, s) : rot_lo(xh[i], xh[i + 1], c, s);
+        v = (i & 1) ? rot_hi(XN(i - 1), XN(i), c, s) : rot_lo(XN(i), XN(i + 1), c, s);
     }
+#undef XN
     if (y)
         y[e] = v;
     if (cache)
@@ -120,13 +124,19 @@ __device__ __forceinline__ void rope_elem(const float *x, float *y, int e, int n
 // position, [position][n_rot / 2 pairs][cos, sin], where cst is set; else made here, theta_i =
 // pos * ts^i by repeated float multiplication (one thread, cheap), then the cos and sin of
 // every angle in parallel, in double rounded once to float; each block makes its own.
-// dynamic shared: n_rot/2 * 3 floats (used without cst). block 256, grid (tokens, 1 or
-// ceil((neq + nek + nev) / 256)).
+// dynamic shared: n_rot/2 * 3 floats (used without cst), then with head norms a float for each
+// head of q and k. block 256, grid (tokens, 1 or ceil((neq + nek + nev) / 256)).
+// qnw, knw: each head of q (of k) RMS-normalized first (x / sqrt(mean(x^2) + eps) qnw[i]):
+// the block first sums the squares of the heads its elements lie in, a wave a head, into
+// hsc (dynamic shared memory after the angles: a float for each head of q and k).
+// qhs, qts: the strides of q's heads and tokens in xq (the graph's VIEW of q's rows folded in:
+// the query half of each head's rows in qwen35's query | gate product), 0: hd and neq.
 extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcache,
                                 const float *xk, float *yk, int nek, void *kcache,
                                 const float *xv, void *vcache, int nev, const int *pos, int hd,
                                 int n_rot, int mode, float theta_scale, int kv_f16,
-                                const float *cst)
+                                const float *cst, const float *qnw, const float *knw, float eps,
+                                int qhs, int qts)
 {
     pdl_wait();
     pdl_launch();
@@ -153,34 +163,69 @@ extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcach
         __syncthreads();
         cs = cm;
     }
-    const float *xqt = xq + (long long)t * neq, *xkt = xk + (long long)t * nek;
+    if (!qhs) {
+        qhs = hd;
+        qts = neq;
+    }
+    const float *xqt = xq + (long long)t * qts, *xkt = xk + (long long)t * nek;
     float *yqt = yq + (long long)t * neq, *ykt = yk ? yk + (long long)t * nek : nullptr;
+    // the heads' 1 / RMS: heads h0 .. h1 - 1 of q's nqh then k's (all of them in one block a
+    // token, else those of the block's elements)
+    float *hsc = sm + 3 * half;
+    const int nqh = neq / hd, nh = nqh + (xk ? nek / hd : 0);
+    int h0 = 0, h1 = nh;
+    if (gridDim.y > 1) {
+        const int e0 = blockIdx.y * blockDim.x, e1 = min(e0 + (int)blockDim.x, nh * hd);
+        h0 = e0 < neq ? e0 / hd : nqh + (e0 - neq) / hd;
+        h1 = e1 <= e0 ? h0 : (e1 - 1 < neq ? (e1 - 1) / hd : nqh + (e1 - 1 - neq) / hd) + 1;
+    }
+    if (qnw || knw) {
+        for (int h = h0 + wave_id(); h < h1; h += blockDim.x / WAVE) {
+            const float *xh = h < nqh ? xqt + (long long)h * qhs : xkt + (h - nqh) * hd;
+            float ss = 0.0f;
+            for (int j = lane_id(); j < hd; j += WAVE)
+                ss += xh[j] * xh[j];
+#pragma unroll
+            for (int o = WAVE / 2; o > 0; o >>= 1)
+                ss += shfl_xor(ss, o);
+            if (lane_id() == 0)
+                hsc[h - h0] = 1.0f / sqrtf(ss / hd + eps);
+        }
+        __syncthreads();
+    }
+#define HSC(h) (qnw || knw ? hsc[(h) - h0] : 1.0f)
     if (gridDim.y == 1) {
         // one block per token: q first, then k and v. k's output may lie where q's input was
         // (the arena gives q's buffer away once the q rope, its last reader, has run), hence
         // the barrier; the host spreads the token over blocks only where they do not overlap.
+        // (With head norms every loop's trip count is the same for the whole block.)
         for (int e = threadIdx.x; e < neq; e += blockDim.x)
-            rope_elem(xqt, yqt, e, neq, hd, n_rot, mode, cs, qcache, row, kv_f16);
+            rope_elem(xqt, yqt, e, neq, hd, n_rot, mode, cs, qcache, row, kv_f16, qnw,
+                      HSC(e / hd), qhs);
         __syncthreads();
         for (int e = threadIdx.x; xk && e < nek; e += blockDim.x)
-            rope_elem(xkt, ykt, e, nek, hd, n_rot, mode, cs, kcache, row, kv_f16);
+            rope_elem(xkt, ykt, e, nek, hd, n_rot, mode, cs, kcache, row, kv_f16, knw,
+                      HSC(nqh + e / hd));
         for (int e = threadIdx.x; xv && e < nev; e += blockDim.x)
             cache_put(vcache, row * nev + e, xv[(long long)t * nev + e], kv_f16);
         return;
     }
     int e = blockIdx.y * blockDim.x + threadIdx.x; // of q, then k, then v
     if (e < neq) {
-        rope_elem(xqt, yqt, e, neq, hd, n_rot, mode, cs, qcache, row, kv_f16);
+        rope_elem(xqt, yqt, e, neq, hd, n_rot, mode, cs, qcache, row, kv_f16, qnw, HSC(e / hd),
+                  qhs);
         return;
     }
     e -= neq;
     if (xk && e < nek) {
-        rope_elem(xkt, ykt, e, nek, hd, n_rot, mode, cs, kcache, row, kv_f16);
+        rope_elem(xkt, ykt, e, nek, hd, n_rot, mode, cs, kcache, row, kv_f16, knw,
+                  HSC(nqh + e / hd));
         return;
     }
     e -= xk ? nek : 0;
     if (xv && e < nev)
         cache_put(vcache, row * nev + e, xv[(long long)t * nev + e], kv_f16);
+#undef HSC
 }
 
 // cache rows pos0 .. pos0+n_tok-1 = x; grid-stride over n_tok*w
@@ -223,6 +268,17 @@ extern "C" __global__ void conv1d(const float *x, const float *w, float *st, flo
 #undef XT
 }
 
+// The DeltaNet's gates of V head h and token t from the raw products al and be (i = t H + h):
+// the log decay g = softplus(al + dt[h]) A[h] and beta = sigmoid(be)
+__device__ __forceinline__ void gate_pair(const float *al, const float *be, const float *dt,
+                                          const float *A, int i, int h, float &g, float &beta)
+{
+    const float x = al[i] + dt[h];
+    const float sp = x > 20.0f ? x : log1pf(expf(x));
+    g = sp * A[h];
+    beta = sigmoid_f(be[i]);
+}
+
 extern "C" __global__ void gates(const float *al, const float *be, const float *dt, const float *A,
                                  float *o, int H, int T)
 {
@@ -232,10 +288,7 @@ extern "C" __global__ void gates(const float *al, const float *be, const float *
     if (i >= H * T)
         return;
     int t = i / H, h = i % H;
-    float x = al[i] + dt[h];
-    float sp = x > 20.0f ? x : log1pf(expf(x));
-    o[t * 2 * H + h] = sp * A[h];
-    o[t * 2 * H + H + h] = sigmoid_f(be[i]);
+    gate_pair(al, be, dt, A, i, h, o[t * 2 * H + h], o[t * 2 * H + H + h]);
 }
 
 // Gated delta rule, per V head h and token t: M (dv x dk) <- M e^g; delta = beta (v - M k);
@@ -248,8 +301,14 @@ extern "C" __global__ void gates(const float *al, const float *be, const float *
 // loaded while this one's are used. Grid (nvh, row groups: DN_R rows a wave of a block; a
 // wave takes every gridDim.y-th group on).
 #define DN_R 4
+// The gates: G's rows (g of each V head, then beta), or where G is null computed from the raw
+// products al and be (gate_pair: the graph's GATES launch folded in)
+struct dn_gates {
+    const float *G, *al, *be, *dt, *A;
+};
+
 template <int KPL>
-__device__ __forceinline__ void dn_load(const float *X, const float *G, int nkh, int nvh, int dk,
+__device__ __forceinline__ void dn_load(const float *X, dn_gates G, int nkh, int nvh, int dk,
                                         int dv, int h, int i0, int t, float (&k)[KPL],
                                         float (&q)[KPL], float (&v)[DN_R], float &g, float &be)
 {
@@ -265,12 +324,16 @@ __device__ __forceinline__ void dn_load(const float *X, const float *G, int nkh,
 #pragma unroll
     for (int r = 0; r < DN_R; r++)
         v[r] = i0 + r < dv ? vr[i0 + r] : 0.0f;
-    g = G[(long long)t * 2 * nvh + h];
-    be = G[(long long)t * 2 * nvh + nvh + h];
+    if (G.G) {
+        g = G.G[(long long)t * 2 * nvh + h];
+        be = G.G[(long long)t * 2 * nvh + nvh + h];
+    } else {
+        gate_pair(G.al, G.be, G.dt, G.A, t * nvh + h, h, g, be);
+    }
 }
 
 template <int KPL>
-__device__ __forceinline__ void dn_rows(const float *X, const float *G, float *state, float *O,
+__device__ __forceinline__ void dn_rows(const float *X, dn_gates G, float *state, float *O,
                                         int nkh, int nvh, int dk, int dv, int T, float eps, int h,
                                         int i0)
 {
@@ -362,11 +425,14 @@ __device__ __forceinline__ void dn_rows(const float *X, const float *G, float *s
 }
 
 // dk at most 8 WAVE (the host checks)
-extern "C" __global__ void deltanet(const float *X, const float *G, float *state, float *O,
-                                    int nkh, int nvh, int dk, int dv, int T, float eps)
+extern "C" __global__ void deltanet(const float *X, const float *Gm, const float *al,
+                                    const float *be, const float *dt, const float *A,
+                                    float *state, float *O, int nkh, int nvh, int dk, int dv,
+                                    int T, float eps)
 {
     pdl_wait();
     pdl_launch();
+    const dn_gates G = {Gm, al, be, dt, A};
     const int nw = blockDim.x / WAVE, h = blockIdx.x;
     for (int grp = blockIdx.y * nw + wave_id(); grp * DN_R < dv; grp += gridDim.y * nw) {
         const int i0 = grp * DN_R;

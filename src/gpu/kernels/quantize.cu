@@ -12,15 +12,24 @@
 // ggml's quantized dot products multiply with, for the dequantizing prompt tiles).
 // Grid (columns, ceil(k / 2048)): blocks of 256 threads (8 elements each), each a 2048-element
 // chunk of a row.
+// z (mode 1 only): a gated group norm (the graph's RMS_NORM_GATE) in place of the row's
+// RMSNorm: each group of gsz values (a power of 2, 8 to 256, so that a lane's 8 values lie in
+// one group) times its own 1 / RMS, normw[i % gsz] and SiLU(z[i]). zearly: z is read before
+// the wait (the launch before this one did not write it).
 // Parameters: QMODE (optional): rendered for that mode alone (mode's low bits are then
 // ignored), so the launch carries only its own path.
 #include "common.cuh"
 
 #define CHUNK 2048 // elements per block: blockIdx.y picks the chunk of the row
+#if defined(QMODE) && QMODE != 1
+#define ZG false // (the gated group norm: mode 1 only)
+#else
+#define ZG (z != nullptr)
+#endif
 
 extern "C" __global__ void __launch_bounds__(256)
 quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq, float *xd,
-          float *xf, int *xs, u16 *xh)
+          float *xf, int *xs, u16 *xh, const float *z, int gsz, int zearly)
 {
     const bool xdq = mode & 8; // xh: the int8 values times their scales
 #ifdef QMODE
@@ -38,7 +47,7 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
     // conversion waits on no load after it. The norm weights (which the whole model's stream
     // has pushed out of L2 since the last token) are asked for before the wait: nothing
     // writes them.
-    float xv[8], wv[8];
+    float xv[8], wv[8], zv[8];
     int ix[8];
     bool okj[8];
 #pragma unroll
@@ -47,15 +56,30 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
         ix[j] = mode == 1 ? b1 * 256 + lane * 8 + j
               : mode == 0 ? b0 * 32 + lane : e0 + (int)threadIdx.x + 256 * j;
         okj[j] = mode == 1 ? b1 < e1 / 256 : mode == 0 ? b0 < e1 / 32 : ix[j] < e1;
-        wv[j] = okj[j] && normw ? normw[ix[j]] : 1.0f;
+        wv[j] = okj[j] && normw ? normw[ZG ? ix[j] & (gsz - 1) : ix[j]] : 1.0f;
+        zv[j] = okj[j] && ZG && zearly ? z[(i64)c * k + ix[j]] : 0.0f;
     }
     pdl_wait();
     pdl_launch();
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < 8; j++) {
         xv[j] = okj[j] ? xr[ix[j]] : 0.0f;
+        if (okj[j] && ZG && !zearly)
+            zv[j] = z[(i64)c * k + ix[j]];
+    }
     float scale = 1.0f;
-    if (normw) { // every block of the row sums the whole row (cheap, from L2)
+    if (ZG) { // (every lane of the warp: the sums' shuffles)
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            s += xv[j] * xv[j];
+        for (int o = 1; o < gsz / 8; o <<= 1)
+            s += shfl_xor(s, o);
+        scale = 1.0f / sqrtf(s / gsz + eps);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            zv[j] = silu_f(zv[j]);
+    } else if (normw) { // every block of the row sums the whole row (cheap, from L2)
         // each thread issues 8 loads of 16 bytes before it adds: the sum waits on L2's latency
         // once a round, not once a value (7B Q4_K_M tg128 425 -> 459 tok/s)
         double s = 0;
@@ -69,7 +93,7 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
         s = block_sum_d(s, sh);
         scale = 1.0f / sqrtf((float)(s / k) + eps);
     }
-#define XV(j) (normw ? (xv[j] * scale) * wv[j] : xv[j])
+#define XV(j) (ZG ? (xv[j] * scale) * wv[j] * zv[j] : normw ? (xv[j] * scale) * wv[j] : xv[j])
     if (mode == 0) {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -122,3 +146,4 @@ quant_act(const float *x, const float *normw, float eps, int k, int mode, i8 *xq
     }
 #undef XV
 }
+#undef ZG
