@@ -15,7 +15,11 @@
 #   tools/gpu_check.sh tp             (tensor parallelism: tg128/pp512 with --gpus N for N in
 #                                      GPUS, default 1 2 4 8 up to the GPUs present, against
 #                                      one GPU; FILES default "7b,q4_k_m 32b,q4_k_m")
-# ab, profile, timeline, sass, vs and tp only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m").
+# ab, profile, timeline, sass, vs and tp only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m";
+# a shape of Qwen2.5's, or "arch/shape" for another family's: FILES="qwen35/4b,q4_k_m").
+# Still to run on a GPU (qwen35's folded launches, BENCHMARKS.md 2026-12-07):
+#   BRASA_SHARED=... build-dev/tests/test_gpu qwen35_launches_folded attention_heads_of_256, then
+#   FILES="qwen35/4b,q4_k_m" AB="X=0 BRASA_GPU_ROPE_VIEW=1 BRASA_GPU_ATTN_256=1" tools/gpu_check.sh ab
 # Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
@@ -40,12 +44,15 @@ case $mode in ab | profile | timeline | sass | tp | vs) lean=1 ;; *) lean=0 ;; e
   >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; note "build of tests FAILED"; }
 step make -s BUILD=$B -j"$J" $B/brasa >>"$out/build.log" 2>&1 || note "build of brasa failed (see build.log)"
 
-# a synthetic Qwen2.5 file of a shape and type ("7b q4_k_m"), made once, into $f (run in this
-# shell, not in $(...), so that a failure's note reaches the summary)
+# a synthetic file of a shape and type ("7b q4_k_m": Qwen2.5's; "qwen35/4b q4_k_m": another
+# family's), made once, into $f (run in this shell, not in $(...), so that a failure's note
+# reaches the summary). FILES takes the same: "qwen35/4b,q4_k_m qwen3/8b,q4_k_m".
 synth() {
-  f=/tmp/synth/qwen2-$1-$2.gguf
+  local arch=qwen2 shape=$1
+  case $1 in */*) arch=${1%%/*} shape=${1#*/} ;; esac
+  f=/tmp/synth/$arch-$shape-$2.gguf
   mkdir -p /tmp/synth
-  [ -f "$f" ] || $B/brasa synth --arch qwen2 --shape "$1" --type "$2" -o "$f" -t "$J" \
+  [ -f "$f" ] || $B/brasa synth --arch "$arch" --shape "$shape" --type "$2" -o "$f" -t "$J" \
     >"$out/synth.log" 2>&1 || { note "synth $1 $2 failed: $(tail -2 "$out/synth.log")"; return 1; }
 }
 
@@ -60,11 +67,11 @@ if [ "$mode" = tp ]; then
     note "tp $1 $2, one GPU: pp512 $pp1, tg128 $tg1"
     for n in ${GPUS:-1 2 4 8}; do
       [ "$n" -le "$ngpu" ] || continue
-      $B/brasa inspect "$f" --plan --gpus "$n" >"$out/plan_$1_$2_$n.txt" 2>&1
+      $B/brasa inspect "$f" --plan --gpus "$n" >"$out/plan_${1//\//-}_$2_$n.txt" 2>&1
       r=$($B/brasa bench --gpus "$n" -m "$f" -p 512 -n 128 -r 3 2>&1 | grep -E 'pp512|tg128|rror' | awk -F'|' '{printf "%s ", $8}')
       read -r ppn tgn <<<"$(echo "$r" | awk '{print $1, $4}')"
       eff=$(awk -v a="$tgn" -v b="$tg1" -v n="$n" 'BEGIN{if (b > 0) printf "%.2fx one GPU, %.0f%% of linear scaling", a / b, 100 * a / b / n}')
-      note "tp $1 $2, --gpus $n: pp512 $ppn, tg128 $tgn ($eff) $(grep -m1 -i 'not split' "$out/plan_$1_$2_$n.txt")"
+      note "tp $1 $2, --gpus $n: pp512 $ppn, tg128 $tgn ($eff) $(grep -m1 -i 'not split' "$out/plan_${1//\//-}_$2_$n.txt")"
     done
   done
   echo
@@ -96,7 +103,7 @@ if [ $lean = 1 ]; then # (tp has returned above)
     elif [ "$mode" = sass ]; then
       # each module the run loads, kept (BRASA_GPU_KEEP) with its rendered source; for mvd, the
       # defines, and per backward branch (a loop) the instructions from its target to it
-      kd="$out/kernels/$1_$2"
+      kd="$out/kernels/${1//\//-}_$2"
       rm -rf "$kd"
       BRASA_GPU_KEEP="$kd" $B/brasa bench -m "$f" -p 0 -n 4 -r 1 >/dev/null 2>&1
       for c in "$kd"/mvd-*.cubin; do
@@ -114,20 +121,20 @@ if [ $lean = 1 ]; then # (tp has returned above)
         note "sass $1 $2 $(basename "${c%.cubin}"): $defs| loops: $loops"
       done
     elif [ "$mode" = timeline ]; then
-      BRASA_GPU_TIMELINE=2 $B/brasa bench -m "$f" -p 0 -n 128 -r 3 >"$out/tl_$1_$2.txt" 2>&1
-      grep -A16 "GPU timeline" "$out/tl_$1_$2.txt"
+      BRASA_GPU_TIMELINE=2 $B/brasa bench -m "$f" -p 0 -n 128 -r 3 >"$out/tl_${1//\//-}_$2.txt" 2>&1
+      grep -A16 "GPU timeline" "$out/tl_${1//\//-}_$2.txt"
       # the listed step by launch (kernel and node name without its layer), over the layers
-      grep "brasa: timeline" "$out/tl_$1_$2.txt" | awk '{n = $5; sub(/blk\.[0-9]+\./, "", n);
+      grep "brasa: timeline" "$out/tl_${1//\//-}_$2.txt" | awk '{n = $5; sub(/blk\.[0-9]+\./, "", n);
         k = $4 " " n; s[k] += $6; c[k]++; t += $6}
         END {for (k in s) printf "  %-34s %3d x %8.2f us = %8.1f us\n", k, c[k], s[k] / c[k], s[k];
              printf "  step %.1f us\n", t}' | sort -t= -k2 -n -r
-      note "timeline $1 $2: $(grep -m1 'GPU timeline' "$out/tl_$1_$2.txt" | sed 's/.*: //')"
+      note "timeline $1 $2: $(grep -m1 'GPU timeline' "$out/tl_${1//\//-}_$2.txt" | sed 's/.*: //')"
     else
       BRASA_GPU_GRAPH=0 step ncu --clock-control none --cache-control none --csv \
         --metrics "$(python3 tools/ncu_layer.py --metrics)" \
-        $B/brasa run -m "$f" -p "word" -n 2 --temp 0 --ignore-eos >"$out/ncu_$1_$2.csv" 2>"$out/ncu_$1_$2.err"
-      python3 tools/ncu_layer.py "$out/ncu_$1_$2.csv" 2 | tee "$out/ncu_$1_$2.txt"
-      note "ncu $1 $2: $(grep -m1 '^step:' "$out/ncu_$1_$2.txt")"
+        $B/brasa run -m "$f" -p "word" -n 2 --temp 0 --ignore-eos >"$out/ncu_${1//\//-}_$2.csv" 2>"$out/ncu_${1//\//-}_$2.err"
+      python3 tools/ncu_layer.py "$out/ncu_${1//\//-}_$2.csv" 2 | tee "$out/ncu_${1//\//-}_$2.txt"
+      note "ncu $1 $2: $(grep -m1 '^step:' "$out/ncu_${1//\//-}_$2.txt")"
     fi
   done
   echo
