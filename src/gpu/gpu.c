@@ -2329,6 +2329,7 @@ static void fuse(struct pb *b)
             int kr = next_op(g, i);
             int kst = kr >= 0 ? next_op(g, kr) : -1, vst = kst >= 0 ? next_op(g, kst) : -1;
             if (kr >= 0 && g->nodes[kr].op == GOP_ROPE && b->ropekv[kr] == kst && kst >= 0 &&
+                b->normsrc[kr] < 0 && /* (k's input a tensor, not a VIEW folded into its rope) */
                 memcmp(&g->nodes[kr].p, &n->p, sizeof n->p) == 0 && vst >= 0 &&
                 g->nodes[vst].op == GOP_KV_STORE && g->nodes[vst].in[0] < i &&
                 g->nodes[g->nodes[vst].in[1]].type == g->nodes[g->nodes[kst].in[1]].type &&
