@@ -198,7 +198,7 @@ extern "C" __global__ void rope(const float *xq, float *yq, int neq, void *qcach
         // one block per token: q first, then k and v. k's output may lie where q's input was
         // (the arena gives q's buffer away once the q rope, its last reader, has run), hence
         // the barrier; the host spreads the token over blocks only where they do not overlap.
-        // (With head norms every loop's trip count is the same for the whole block.)
+        // (The heads' norms were summed above, before anything is written.)
         for (int e = threadIdx.x; e < neq; e += blockDim.x)
             rope_elem(xqt, yqt, e, neq, hd, n_rot, mode, cs, qcache, row, kv_f16, qnw,
                       HSC(e / hd), qhs);
