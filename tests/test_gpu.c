@@ -327,13 +327,13 @@ static bool plan_counts(const char *path, const char *const *env, int n_ctx,
     return st == BRASA_OK;
 }
 
-/* A tiny qwen2 with heads of 128 (brasa synth, Q4_K_M) written to buf: the attention the real
- * models run on a GPU, rendered for heads of 128 (the fixtures' are of 64); NULL where it could
- * not be written (a failed check). */
-static const char *tiny128_of(char *buf, size_t n, int ftype)
+/* A synthesized model (brasa synth: arch, shape, ftype, seed) written to buf; NULL where it
+ * could not be written (a failed check). */
+static const char *synth_tmp(char *buf, size_t n, const char *arch, const char *shape, int ftype,
+                             int seed)
 {
-    snprintf(buf, n, "/tmp/brasa-test-gpu-tiny128-%d-%d.gguf", ftype, (int)getpid());
-    struct synth_opts o = {.arch = "qwen2", .shape = "tiny128", .ftype = ftype, .seed = 3,
+    snprintf(buf, n, "/tmp/brasa-test-gpu-%s-%d-%d.gguf", shape, ftype, (int)getpid());
+    struct synth_opts o = {.arch = arch, .shape = shape, .ftype = ftype, .seed = (uint64_t)seed,
                            .n_threads = 2};
     struct brasa_err err = {{0}};
     if (synth_write(buf, &o, NULL, &err) != BRASA_OK) {
@@ -341,6 +341,13 @@ static const char *tiny128_of(char *buf, size_t n, int ftype)
         return NULL;
     }
     return buf;
+}
+
+/* A tiny qwen2 with heads of 128 (Q4_K_M by default): the attention the real models run on a
+ * GPU, rendered for heads of 128 (the fixtures' are of 64) */
+static const char *tiny128_of(char *buf, size_t n, int ftype)
+{
+    return synth_tmp(buf, n, "qwen2", "tiny128", ftype, 3);
 }
 static const char *tiny128(char *buf, size_t n) { return tiny128_of(buf, n, FTYPE_Q4_K_M); }
 
@@ -516,7 +523,7 @@ TEST(final_norm_in_lm_head)
     static const char *const files[] = {"fixtures/llama.Q4_K_M.gguf", "fixtures/llama.Q8_0.gguf",
                                         "fixtures/llama.F16.gguf", "fixtures/qwen3.Q4_K_M.gguf",
                                         "fixtures/qwen35.Q4_K_M.gguf"};
-    for (int f = 0; f < 5; f++) {
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
         const char *path = test_shared_path(files[f]);
         int c[2], nl, mixed;
         if (!test_file_exists(path) || !plan_counts(path, none, 512, names, 1, c, &nl, &mixed))
@@ -578,12 +585,7 @@ TEST(attention_heads_of_256)
         SKIP("no GPU driver or device");
     static const char *const env[] = {"BRASA_GPU_ATTN_256", "1", NULL};
     char buf[96];
-    snprintf(buf, sizeof buf, "/tmp/brasa-test-gpu-tiny256-%d.gguf", (int)getpid());
-    struct synth_opts o = {.arch = "qwen35", .shape = "tiny256", .ftype = FTYPE_Q8_0, .seed = 5,
-                           .n_threads = 2};
-    struct brasa_err err = {{0}};
-    CHECKF(synth_write(buf, &o, NULL, &err) == BRASA_OK, "synth: %s", err.msg);
-    if (err.msg[0])
+    if (!synth_tmp(buf, sizeof buf, "qwen35", "tiny256", FTYPE_Q8_0, 5))
         return;
     decode_pair_path(buf, "qwen35 tiny256 Q8_0", env, 1e-4, "heads of 256 in the F16 output pass",
                      512, 7);

@@ -278,6 +278,15 @@ static void get_rows_rows(const struct op_args *a, long r0, long r1, int ith)
     }
 }
 
+/* RMSNorm's 1 / sqrt(mean(x²) + eps) over n values (RMS_NORM, RMS_NORM_GATE, ROPE's head norm) */
+static float rms_scale(const float *x, long n, float eps)
+{
+    double sum = 0;
+    for (long i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    return 1.0f / sqrtf((float)(sum / n) + eps);
+}
+
 static void rms_norm_rows(const struct op_args *a, long r0, long r1, int ith)
 {
     (void)ith;
@@ -288,11 +297,7 @@ static void rms_norm_rows(const struct op_args *a, long r0, long r1, int ith)
     for (long r = r0; r < r1; r++) {
         const float *xr = x + r * gsz;
         float *yr = y + r * gsz;
-        double sum = 0;
-        for (long i = 0; i < gsz; i++)
-            sum += (double)(xr[i] * xr[i]);
-        float mean = (float)(sum / gsz);
-        float scale = 1.0f / sqrtf(mean + eps);
+        float scale = rms_scale(xr, gsz, eps);
         for (long i = 0; i < gsz; i++)
             yr[i] = (xr[i] * scale) * w[i];
     }
@@ -327,10 +332,7 @@ static void rms_norm_gate_rows(const struct op_args *a, long r0, long r1, int it
     float *y = a->out;
     for (long r = r0; r < r1; r++) {
         const float *xr = x + r * gsz, *zr = z + r * gsz;
-        double sum = 0;
-        for (long i = 0; i < gsz; i++)
-            sum += (double)(xr[i] * xr[i]);
-        float scale = 1.0f / sqrtf((float)(sum / gsz) + eps);
+        float scale = rms_scale(xr, gsz, eps);
         for (long i = 0; i < gsz; i++)
             y[r * gsz + i] = ((xr[i] * scale) * w[i]) * silu(zr[i]);
     }
@@ -502,13 +504,7 @@ static void rope_rows(const struct op_args *a, long r0, long r1, int ith)
         for (long h = 0; h < nh; h++) {
             const float *xr = x + t * ne0 + h * hd;
             float *yr = y + t * ne0 + h * hd;
-            float sc = 1.0f;
-            if (nw) { /* (as RMS_NORM) */
-                double sum = 0;
-                for (long i = 0; i < hd; i++)
-                    sum += (double)(xr[i] * xr[i]);
-                sc = 1.0f / sqrtf((float)(sum / hd) + n->p.f[1]);
-            }
+            float sc = nw ? rms_scale(xr, hd, n->p.f[1]) : 1.0f;
 #define XN(i) (nw ? (xr[i] * sc) * nw[i] : xr[i])
             for (long i = 0; i < half; i++) {
                 long i0 = mode == ROPE_NEOX ? i : 2 * i, i1 = mode == ROPE_NEOX ? i + half : 2 * i + 1;

@@ -2311,7 +2311,7 @@ static void fuse(struct pb *b)
         if (n->op == GOP_VIEW && b->nuse[i] == 1 && nx >= 0 && g->nodes[nx].op == GOP_ROPE &&
             g->nodes[nx].in[0] == i && n->p.i[1] == g->nodes[nx].p.i[0] &&
             (long)n->p.i[1] * n->p.i[2] == (long)n->ne[0] && n->p.i[3] >= n->p.i[1] &&
-            n->p.i[0] >= 0 && n->p.i[0] + n->p.i[1] <= n->p.i[3] && n->ne[1] >= 1 &&
+            n->p.i[0] >= 0 && n->p.i[0] + n->p.i[1] <= n->p.i[3] &&
             !graph_dump_wanted(b->s->dump, g->nodes[nx].name) && b->s->rope_view) {
             b->skip[i] = true;
             b->normsrc[nx] = i;

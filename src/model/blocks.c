@@ -265,7 +265,6 @@ int blk_norm(struct blk *b, int il, int x, const struct mdl_w *w, const char *wh
     return n;
 }
 
-/* RMSNorm per head of size hd on [n_tok][n_heads*hd]. */
 /* RoPE of each head of x, after its RMSNorm with the weights nw where the family has head norms
  * (qwen3, qwen35: the norm is the ROPE's own, so a backend reads the product's output once) */
 static int rope(struct blk *b, int il, int x, const struct mdl_w *nw, int n_heads,
