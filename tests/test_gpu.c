@@ -539,15 +539,15 @@ TEST(final_norm_in_lm_head)
  * launches (BRASA_GPU_DN_FUSE=0), prompt and decode: the gates the same bits (Q8_0, whose norm
  * keeps its launch: bit for bit), the norm's sums in float instead of double (Q4_K_M); and in
  * the qwen35 Q4_K_M decode plans no gates launch and a norm_rows launch fewer for each DeltaNet
- * layer. The rope reading the VIEW of q in the query | gate rows in place (BRASA_GPU_ROPE_VIEW=1,
- * not yet the default) against the view's launch: the same bits, and a view launch fewer a
- * layer of attention. */
+ * layer. The rope reading the VIEW of q in the query | gate rows in place (the default) against
+ * the view's launch (BRASA_GPU_ROPE_VIEW=0): the same bits, and a view launch fewer a layer of
+ * attention. */
 TEST(qwen35_launches_folded)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
     static const char *const env[] = {"BRASA_GPU_DN_FUSE", "0", NULL};
-    static const char *const rv[] = {"BRASA_GPU_ROPE_VIEW", "1", NULL};
+    static const char *const rv[] = {"BRASA_GPU_ROPE_VIEW", "0", NULL};
     static const char *const none[] = {NULL}, *const names[] = {"gates", "norm_rows", "view"};
     static const char *const types[2] = {"Q8_0", "Q4_K_M"};
     for (int t = 0; t < 2; t++) {
@@ -565,32 +565,33 @@ TEST(qwen35_launches_folded)
             !plan_counts(path, none, 64, names, 3, m, &nl, &mixed) ||
             !plan_counts(path, rv, 64, names, 3, v, &nl, &mixed))
             continue;
-        printf("  %s: decode gates %d, norm_rows %d (own launches: %d, %d), view %d (rope reading "
-               "it: %d); prompt gates %d (%d)\n", label, m[0], m[1], n[0], n[1], m[2], v[2], m[3],
+        printf("  %s: decode gates %d, norm_rows %d (own launches: %d, %d), view %d (its own "
+               "launch: %d); prompt gates %d (%d)\n", label, m[0], m[1], n[0], n[1], m[2], v[2], m[3],
                n[3]);
         CHECKF(n[0] > 0 && m[0] == 0 && n[1] - m[1] == n[0] && n[3] == n[0] && m[3] == n[0] &&
-               m[2] == 2 * v[2] && v[2] == nl - n[0],
+               v[2] == 2 * m[2] && m[2] == nl - n[0],
                "%s: decode gates %d, norm_rows %d, view %d; with BRASA_GPU_DN_FUSE=0 %d, %d; "
-               "BRASA_GPU_ROPE_VIEW=1 view %d", label, m[0], m[1], m[2], n[0], n[1], v[2]);
+               "BRASA_GPU_ROPE_VIEW=0 view %d", label, m[0], m[1], m[2], n[0], n[1], v[2]);
     }
 }
 
 /* Decode attention over heads of 256 (qwen35's; a synthesized tiny qwen35 with heads of 256,
- * Q8_0) through the F16 output pass of the heads of 128 (BRASA_GPU_ATTN_256=1, not yet the
- * default) against the thread-per-element pass: the same products, summed in another order;
+ * Q8_0) through the F16 output pass of the heads of 128 (the default) against the
+ * thread-per-element pass (BRASA_GPU_ATTN_256=0): the same products, summed in another order;
  * in one pass and split along a context of 2,048 (a 1,100-token prompt). */
 TEST(attention_heads_of_256)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
-    static const char *const env[] = {"BRASA_GPU_ATTN_256", "1", NULL};
+    static const char *const env[] = {"BRASA_GPU_ATTN_256", "0", NULL};
     char buf[96];
     if (!synth_tmp(buf, sizeof buf, "qwen35", "tiny256", FTYPE_Q8_0, 5))
         return;
-    decode_pair_path(buf, "qwen35 tiny256 Q8_0", env, 1e-4, "heads of 256 in the F16 output pass",
-                     512, 7);
     decode_pair_path(buf, "qwen35 tiny256 Q8_0", env, 1e-4,
-                     "heads of 256 in the F16 output pass, split", 2048, 1100);
+                     "heads of 256: the F16 output pass and a thread per element", 512, 7);
+    decode_pair_path(buf, "qwen35 tiny256 Q8_0", env, 1e-4,
+                     "heads of 256: the F16 output pass and a thread per element, split", 2048,
+                     1100);
     unlink(buf);
 }
 

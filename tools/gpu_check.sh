@@ -17,9 +17,6 @@
 #                                      one GPU; FILES default "7b,q4_k_m 32b,q4_k_m")
 # ab, profile, timeline, sass, vs and tp only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m";
 # a shape of Qwen2.5's, or "arch/shape" for another family's: FILES="qwen35/4b,q4_k_m").
-# Still to run on a GPU (qwen35's folded launches, BENCHMARKS.md 2026-12-07):
-#   BRASA_SHARED=... build-dev/tests/test_gpu qwen35_launches_folded attention_heads_of_256, then
-#   FILES="qwen35/4b,q4_k_m" AB="X=0 BRASA_GPU_ROPE_VIEW=1 BRASA_GPU_ATTN_256=1" tools/gpu_check.sh ab
 # Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic

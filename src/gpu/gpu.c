@@ -120,7 +120,7 @@ struct gpu {
     struct { int key; CUmodule m; CUfunction fn; } mf[32]; /* mvf.cu variants, when first used */
     int n_mf;
     bool spec;
-    bool attn256; /* BRASA_GPU_ATTN_256=1: attention's AO256 path for heads of 256 (get_attn) */
+    bool attn256; /* attention's AO256 path for heads of 256 (get_attn; BRASA_GPU_ATTN_256=0: off) */
     /* prompt tiles on Hopper's warpgroup products (mmt.cu WG; sm_90 only; gpu_open) */
     int mmt_wg;
     struct mv_kernel mv[96];
@@ -323,8 +323,7 @@ struct gpu_sess {
                               * before; a measurement) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     bool rope_view;          /* a ROPE reads the VIEW of q before it in place (fuse;
-                              * BRASA_GPU_ROPE_VIEW=1; not yet run on a GPU, so off by
-                              * default: the view's own launch) */
+                              * BRASA_GPU_ROPE_VIEW=0: the view's own launch) */
     bool dn_fuse;            /* the DeltaNet's GATES in its kernel and its gated RMSNorm in the
                               * output product's conversion (fuse; BRASA_GPU_DN_FUSE=0: their
                               * own launches) */
@@ -446,7 +445,7 @@ brasa_status gpu_open(struct gpu **out, const struct gpu_opts *o, struct brasa_e
     gmem_init(&g->mem, &g->d, budget);
     g->tl_level = drv_is_hip(&g->d) ? 0 : env_int("BRASA_GPU_TIMELINE", 0);
     g->spec = !env_is("BRASA_GPU_SPEC", "0");
-    g->attn256 = env_is("BRASA_GPU_ATTN_256", "1");
+    g->attn256 = !env_is("BRASA_GPU_ATTN_256", "0");
     /* Hopper's warpgroup products for the prompt tiles by default (mmt.cu WG; BRASA_GPU_MMT_WG:
      * 0 never, 1 unswizzled F16 / BF16 tiles, 2 swizzled, 3 swizzled and the dequantized
      * weights' too): pp512 1.5B F16 1.29x, Q4_K_M 1.14x, 7B Q4_K_M 1.26x (BENCHMARKS.md) */
@@ -721,7 +720,7 @@ static brasa_status get_attn(struct gpu *g, int hd, int f16, CUfunction *fn, CUf
         i = 0;
     if (!g->ak[i].fn[0]) {
         /* (AO256: heads of 256 through the F16 output pass of the heads of 128 and their
-         * key rows in one round; BRASA_GPU_ATTN_256=1, not yet run on a GPU) */
+         * key rows in one round; BRASA_GPU_ATTN_256=0: a thread per element) */
         struct jit_def defs[3] = {{"AHD", hd}, {"AF16", f16}, {"AO256", 1}};
         brasa_status st = load_module(g, "attn.cu", defs,
                                       !i ? 0 : hd == 256 && f16 && g->attn256 ? 3 : 2, names, 2,
@@ -984,7 +983,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd_mix = !env_is("BRASA_GPU_MVD_MIX", "0");
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->dn_fuse = !env_is("BRASA_GPU_DN_FUSE", "0");
-    s->rope_view = env_is("BRASA_GPU_ROPE_VIEW", "1"); /* (not yet run on a GPU) */
+    s->rope_view = !env_is("BRASA_GPU_ROPE_VIEW", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
     s->mmt_dq = env_is("BRASA_GPU_MMT_DQ", "0") ? 0 : env_is("BRASA_GPU_MMT_DQ", "2") ? 2 : 1;

@@ -173,7 +173,7 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         for (int f16 = 0; f16 < 2 && n < cap; f16++)
             out[n++] = (struct gpu_variant){.tmpl = "attn.cu",
                                             .defs = {{"AHD", hd}, {"AF16", f16}}};
-    if (n < cap) /* (heads of 256 in the F16 output pass: BRASA_GPU_ATTN_256=1) */
+    if (n < cap) /* (heads of 256 in the F16 output pass, the default) */
         out[n++] = (struct gpu_variant){.tmpl = "attn.cu",
                                         .defs = {{"AHD", 256}, {"AF16", 1}, {"AO256", 1}}};
     for (int i = 0; i < gpu_n_matvec_types; i++)

@@ -45,7 +45,7 @@ __device__ __forceinline__ void q8k_rows(const float *ov, int lane, i8 *xq, floa
 // pieces of 16 bytes of a key row in flight at once (F16 cache), and value rows a thread
 // loads before it uses the first: rendered for heads of 128, a row's 16 pieces and 8 rows
 // (one L2 round trip each for contexts up to 128 where there were two); for heads of 256 a
-// row's 32 pieces (AO256, with the F16 output pass below; not yet run on a GPU)
+// row's 32 pieces (AO256, with the F16 output pass below)
 #if defined(AHD) && AHD == 128 && !defined(AKU)
 #define AKU 16
 #define AVQ 8
