@@ -578,7 +578,8 @@ TEST(qwen35_launches_folded)
 /* Decode attention over heads of 256 (qwen35's; a synthesized tiny qwen35 with heads of 256,
  * Q8_0) through the F16 output pass of the heads of 128 (the default) against the
  * thread-per-element pass (BRASA_GPU_ATTN_256=0): the same products, summed in another order;
- * in one pass and split along a context of 2,048 (a 1,100-token prompt). */
+ * in one pass and split along a context of 2,048 (a 1,100-token prompt). And the prompt's
+ * attention over those heads on the tensor cores. */
 TEST(attention_heads_of_256)
 {
     if (!gpu_present())
@@ -591,6 +592,16 @@ TEST(attention_heads_of_256)
                      "heads of 256: the F16 output pass and a thread per element", 512, 7);
     decode_pair_path(buf, "qwen35 tiny256 Q8_0", env, 1e-4,
                      "heads of 256: the F16 output pass and a thread per element, split", 2048,
+                     1100);
+    /* the prompt's attention on the tensor cores (fa.cu with heads of 256: BRASA_GPU_FA256=1,
+     * not yet the default) against the per-token kernel: Q and the probabilities rounded to
+     * F16 there (as the CPU backend rounds them), so a bound of 5e-3 */
+    static const char *const fa[] = {"BRASA_GPU_FA256", "1", NULL};
+    decode_pair_path(buf, "qwen35 tiny256 Q8_0", fa, 5e-3,
+                     "prompt attention over heads of 256 on the tensor cores and per token", 512,
+                     100);
+    decode_pair_path(buf, "qwen35 tiny256 Q8_0", fa, 5e-3,
+                     "prompt attention over heads of 256 on the tensor cores and per token", 2048,
                      1100);
     unlink(buf);
 }

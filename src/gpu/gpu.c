@@ -108,8 +108,8 @@ struct gpu {
     CUfunction k[K_COUNT];
     CUdeviceptr tl;          /* BRASA_GPU_TIMELINE=1: the kernels' stamps (port.cuh tl_stamp) */
     int tl_level;            /* BRASA_GPU_TIMELINE: 0 off, 1 per kernel name, 2 also one step */
-    CUmodule m_fa[2];        /* fa.cu for heads of 64 and 128, loaded when first used */
-    CUfunction k_fa[2];
+    CUmodule m_fa[3];        /* fa.cu for heads of 64, 128 and 256, loaded when first used */
+    CUfunction k_fa[3];
     /* attn.cu rendered for a head size and cache type (index 0: for any, from the kernels'
      * arguments), and quantize.cu for each mode of quant_act, loaded when first used: the code
      * a launch runs is fetched anew each layer, so kernels carry only their own paths
@@ -322,6 +322,8 @@ struct gpu_sess {
                               * pinned memory (BRASA_GPU_TOPK_HOST=0: a copy after it, as
                               * before; a measurement) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
+    bool fa256;              /* ... for heads of 256 too (BRASA_GPU_FA256=1; not yet run on a
+                              * GPU, so off by default: the per-token kernel) */
     bool rope_view;          /* a ROPE reads the VIEW of q before it in place (fuse;
                               * BRASA_GPU_ROPE_VIEW=0: the view's own launch) */
     bool dn_fuse;            /* the DeltaNet's GATES in its kernel and its gated RMSNorm in the
@@ -505,7 +507,7 @@ void gpu_close(struct gpu *g)
             if (g->m_qm[i])
                 g->d.cuModuleUnload(g->m_qm[i]);
         }
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 3; i++)
             if (g->m_fa[i])
                 g->d.cuModuleUnload(g->m_fa[i]);
         int leaks = gmem_shutdown(&g->mem, stderr);
@@ -780,11 +782,11 @@ static brasa_status get_mf(struct gpu *g, uint32_t wt, int rg, int ks, int glu, 
     return BRASA_OK;
 }
 
-/* The prompt attention kernel (fa.cu) for heads of hd (64 or 128) values. */
+/* The prompt attention kernel (fa.cu) for heads of hd (64, 128 or 256) values. */
 static brasa_status get_fa(struct gpu *g, int hd, CUfunction *fn, struct brasa_err *err)
 {
     static const char *const name = "fa";
-    int i = hd == 64 ? 0 : 1;
+    int i = hd == 64 ? 0 : hd == 128 ? 1 : 2;
     struct jit_def def = {"HD", hd};
     brasa_status st;
     if (!g->k_fa[i] &&
@@ -982,6 +984,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->mvd_mix = !env_is("BRASA_GPU_MVD_MIX", "0");
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
+    s->fa256 = env_is("BRASA_GPU_FA256", "1"); /* (not yet run on a GPU) */
     s->dn_fuse = !env_is("BRASA_GPU_DN_FUSE", "0");
     s->rope_view = !env_is("BRASA_GPU_ROPE_VIEW", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
@@ -1969,12 +1972,15 @@ static brasa_status plan_node(struct pb *b, int i)
             return st;
         int nh = n->p.i[0], hd = n->p.i[2], n_ctx = (int)kc->ne[1];
         if (T > 1 && b->s->fa && kc->type == T_F16 && vc->type == T_F16 &&
-            (hd == 64 || hd == 128) && n->p.i[1] > 0 && nh % n->p.i[1] == 0) {
-            /* prompts: tensor-core tiles of 64 tokens x 64 cache rows (fa.cu) */
+            (hd == 64 || hd == 128 || (hd == 256 && b->s->fa256)) && n->p.i[1] > 0 &&
+            nh % n->p.i[1] == 0) {
+            /* prompts: tensor-core tiles of 64 tokens x 64 cache rows (fa.cu; heads of 256:
+             * x 32 rows, two warps for each 16 tokens) */
             CUfunction fn;
             if ((st = get_fa(g, hd, &fn, b->err)) != BRASA_OK)
                 return brasa_wrap(b->err, st, "attention %s", n->name);
-            if ((l = L(b, -1, fn, "fa", i, (unsigned)((T + 63) / 64), (unsigned)nh, 1, 128, 0))) {
+            if ((l = L(b, -1, fn, "fa", i, (unsigned)((T + 63) / 64), (unsigned)nh, 1,
+                       hd > 128 ? 256 : 128, 0))) {
                 ap(l, in[0]);
                 ap(l, K);
                 ap(l, V);

@@ -222,7 +222,7 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                                 .tmpl = "mvf.cu",
                                 .defs = {{"QT", qt}, {"RG", rg}, {"KS", ks}, {"GLU", glu},
                                          {"NORM", norm}, {"LA", la}}};
-    for (int hd = 64; hd <= 128 && n < cap; hd *= 2) /* prompt attention */
+    for (int hd = 64; hd <= 256 && n < cap; hd *= 2) /* prompt attention */
         out[n++] = (struct gpu_variant){.tmpl = "fa.cu", .defs = {{"HD", hd}}};
     return counted(out, n);
 }

@@ -7,6 +7,9 @@
 // read transposed with ldmatrix. Q is rounded to F16 as the CPU backend rounds it.
 // Each thread holds, per m16n8 tile, rows g and g + 8 (g = lane / 4) and columns 2 (lane % 4)
 // and + 1; a row's values are spread over the 4 lanes of a quad.
+// Heads of more than 128 values (256: qwen35's) take tiles of 32 cache rows and two warps for
+// each 16 tokens, each warp computing the scores in full and its half of the output columns:
+// at 64 rows and one warp a thread would hold 224 floats of Q, S and O and spill.
 // Parameters: HD (head size: a multiple of 16, at most 256).
 #include "common.cuh"
 
@@ -14,9 +17,17 @@
 #define HD 128
 #endif
 #define BQ 64           // query tokens per block
-#define BK 64           // cache rows per tile
+#if HD > 128
+#define FDS 2           // warps sharing a group of 16 tokens, each 1 / FDS of the output columns
+#define BK 32           // cache rows per tile
+#else
+#define FDS 1
+#define BK 64
+#endif
+#define FT (128 * FDS)  // threads a block
 #define LS (HD + 8)     // shared row stride in halves (16-byte aligned, conflict-free)
 #define NT (HD / 8)     // n-tiles of the output
+#define NTW (NT / FDS)  // ... of a warp
 #define KQ (HD / 16)    // k-steps over the head
 
 __device__ __forceinline__ u32 pack_h2(float a, float b)
@@ -24,8 +35,8 @@ __device__ __forceinline__ u32 pack_h2(float a, float b)
     return (u32)f2h(a) | ((u32)f2h(b) << 16);
 }
 
-// Grid (ceil(T / BQ), heads); block 128. pos[0]: the cache position of token 0.
-extern "C" __global__ void __launch_bounds__(128)
+// Grid (ceil(T / BQ), heads); block FT. pos[0]: the cache position of token 0.
+extern "C" __global__ void __launch_bounds__(FT)
 fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T, int nh,
    int nkv, float scale)
 {
@@ -33,7 +44,11 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
     __shared__ __align__(16) u16 vs[BK * LS];
     pdl_wait();
     pdl_launch();
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+#if FDS > 1
+    const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) & 3, dh = tid >> 7;
+#else
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, dh = 0;
+#endif
     const int g = lane >> 2, t4 = lane & 3;
     const int h = blockIdx.y, kvh = h / (nh / nkv), kvw = nkv * HD;
     const int q0 = blockIdx.x * BQ, qw = q0 + warp * 16; // the block's and the warp's first token
@@ -56,17 +71,17 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
             qa[kk][3] = pack_h2(x3.x, x3.y);
         }
     }
-    float o[NT][4];
+    float o[NTW][4]; // output columns (dh NTW + n) 8 + ...
 #pragma unroll
-    for (int n = 0; n < NT; n++)
+    for (int n = 0; n < NTW; n++)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const int last = p0 + min(T, q0 + BQ) - 1; // the last cache row any token of the block sees
     const int wlast = p0 + qw + 15;             // ... of this warp's tokens
     for (int kb = 0; kb <= last; kb += BK) {
         __syncthreads(); // the previous tile is no longer read
-        // stage K and V rows kb .. kb + 63 (rows past `last` as zeros)
-        for (int c = tid; c < BK * (HD / 8); c += 128) {
+        // stage K and V rows kb .. kb + BK - 1 (rows past `last` as zeros)
+        for (int c = tid; c < BK * (HD / 8); c += FT) {
             int r = c / (HD / 8), d = (c % (HD / 8)) * 8, j = kb + r;
             uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
             if (j <= last) {
@@ -79,7 +94,7 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
         __syncthreads();
         if (kb > wlast) // every row of this tile is after the warp's last token
             continue;
-        // S = Q K^T: 8 n-tiles of 8 cache rows
+        // S = Q K^T: BK / 8 n-tiles of 8 cache rows
         float s[BK / 8][4];
 #pragma unroll
         for (int n = 0; n < BK / 8; n++) {
@@ -115,7 +130,7 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
             l[r] *= corr[r];
         }
 #pragma unroll
-        for (int n = 0; n < NT; n++) {
+        for (int n = 0; n < NTW; n++) {
             o[n][0] *= corr[0];
             o[n][1] *= corr[0];
             o[n][2] *= corr[1];
@@ -141,9 +156,10 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
             // V rows kb + 16 kk .. + 15: ldmatrix.trans gives the B fragments of two n-tiles
             const int mi = lane >> 3, rr = lane & 7;
 #pragma unroll
-            for (int n = 0; n < NT; n += 2) {
+            for (int n = 0; n < NTW; n += 2) {
                 u32 b[4];
-                ldsm_x4<1>(b, &vs[(kk * 16 + rr + 8 * (mi & 1)) * LS + n * 8 + 8 * (mi >> 1)]);
+                ldsm_x4<1>(b, &vs[(kk * 16 + rr + 8 * (mi & 1)) * LS + (dh * NTW + n) * 8 +
+                                  8 * (mi >> 1)]);
                 mma_16816<0>(o[n], pa, b[0], b[1]);
                 mma_16816<0>(o[n + 1], pa, b[2], b[3]);
             }
@@ -164,8 +180,8 @@ fa(const float *Q, const u16 *Kc, const u16 *Vc, float *O, const int *pos, int T
         float inv = 1.0f / l[r];
         float *orow = O + ((i64)tok * nh + h) * HD;
 #pragma unroll
-        for (int n = 0; n < NT; n++)
-            *(float2 *)(orow + n * 8 + 2 * t4) =
+        for (int n = 0; n < NTW; n++)
+            *(float2 *)(orow + (dh * NTW + n) * 8 + 2 * t4) =
                 make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     }
 }
