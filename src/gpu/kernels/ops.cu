@@ -307,7 +307,7 @@ struct dn_gates {
     const float *G, *al, *be, *dt, *A;
 };
 
-template <int KPL, bool GF>
+template <int KPL>
 __device__ __forceinline__ void dn_load(const float *X, dn_gates G, int nkh, int nvh, int dk,
                                         int dv, int h, int i0, int t, float (&k)[KPL],
                                         float (&q)[KPL], float (&v)[DN_R], float &g, float &be)
@@ -324,7 +324,7 @@ __device__ __forceinline__ void dn_load(const float *X, dn_gates G, int nkh, int
 #pragma unroll
     for (int r = 0; r < DN_R; r++)
         v[r] = i0 + r < dv ? vr[i0 + r] : 0.0f;
-    if (!GF) {
+    if (G.G) {
         g = G.G[(long long)t * 2 * nvh + h];
         be = G.G[(long long)t * 2 * nvh + nvh + h];
     } else {
@@ -332,7 +332,7 @@ __device__ __forceinline__ void dn_load(const float *X, dn_gates G, int nkh, int
     }
 }
 
-template <int KPL, bool GF>
+template <int KPL>
 __device__ __forceinline__ void dn_rows(const float *X, dn_gates G, float *state, float *O,
                                         int nkh, int nvh, int dk, int dv, int T, float eps, int h,
                                         int i0)
@@ -348,11 +348,11 @@ __device__ __forceinline__ void dn_rows(const float *X, dn_gates G, float *state
             m[r][e] = i0 + r < dv && j < dk ? state[((long long)h * dv + i0 + r) * dk + j] : 0.0f;
         }
     float k[KPL], q[KPL], v[DN_R], g, be;
-    dn_load<KPL, GF>(X, G, nkh, nvh, dk, dv, h, i0, 0, k, q, v, g, be);
+    dn_load<KPL>(X, G, nkh, nvh, dk, dv, h, i0, 0, k, q, v, g, be);
     for (int t = 0; t < T; t++) {
         float kn[KPL], qn[KPL], vn[DN_R], gn = 0.0f, bn = 0.0f;
         if (t + 1 < T)
-            dn_load<KPL, GF>(X, G, nkh, nvh, dk, dv, h, i0, t + 1, kn, qn, vn, gn, bn);
+            dn_load<KPL>(X, G, nkh, nvh, dk, dv, h, i0, t + 1, kn, qn, vn, gn, bn);
         const float eg = expf(g);
         float s[DN_R + 2]; // the rows' M k, then |k|^2 and |q|^2
         s[DN_R] = s[DN_R + 1] = 0.0f;
@@ -424,24 +424,7 @@ __device__ __forceinline__ void dn_rows(const float *X, dn_gates G, float *state
         }
 }
 
-// the rows of a group for dk at most 8 WAVE (the host checks); GF: the gates computed here
-// (a compile-time path: a prompt's token-by-token chain with the other one's branch on it ran
-// 37% slower, BENCHMARKS.md)
-template <bool GF>
-__device__ __forceinline__ void dn_keys(const float *X, dn_gates G, float *state, float *O,
-                                        int nkh, int nvh, int dk, int dv, int T, float eps, int h,
-                                        int i0)
-{
-    if (dk <= WAVE)
-        dn_rows<1, GF>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
-    else if (dk <= 2 * WAVE)
-        dn_rows<2, GF>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
-    else if (dk <= 4 * WAVE)
-        dn_rows<4, GF>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
-    else
-        dn_rows<8, GF>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
-}
-
+// dk at most 8 WAVE (the host checks)
 extern "C" __global__ void deltanet(const float *X, const float *Gm, const float *al,
                                     const float *be, const float *dt, const float *A,
                                     float *state, float *O, int nkh, int nvh, int dk, int dv,
@@ -453,10 +436,14 @@ extern "C" __global__ void deltanet(const float *X, const float *Gm, const float
     const int nw = blockDim.x / WAVE, h = blockIdx.x;
     for (int grp = blockIdx.y * nw + wave_id(); grp * DN_R < dv; grp += gridDim.y * nw) {
         const int i0 = grp * DN_R;
-        if (Gm)
-            dn_keys<false>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
+        if (dk <= WAVE)
+            dn_rows<1>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
+        else if (dk <= 2 * WAVE)
+            dn_rows<2>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
+        else if (dk <= 4 * WAVE)
+            dn_rows<4>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
         else
-            dn_keys<true>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
+            dn_rows<8>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
     }
 }
 
