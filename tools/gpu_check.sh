@@ -17,6 +17,10 @@
 #                                      one GPU; FILES default "7b,q4_k_m 32b,q4_k_m")
 # ab, profile, timeline, sass, vs and tp only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m";
 # a shape of Qwen2.5's, or "arch/shape" for another family's: FILES="qwen35/4b,q4_k_m").
+# Still to run on a GPU (BENCHMARKS.md, session 38): BRASA_SHARED=... build-dev/tests/test_gpu
+# attention_heads_of_256 (now comparing the prompt's logits: fa.cu over heads of 256), `full`
+# (its qwen35 tiny256 line), then, for the qwen35 prompt,
+#   FILES="qwen35/4b,q4_k_m" AB="X=0 BRASA_GPU_DN_FUSE=2 BRASA_GPU_FA256=1" with pp512 (bench -p 512)
 # Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
@@ -200,28 +204,19 @@ if [ -z "${SKIP_SAN:-}" ] && [ -x $B/brasa ] && command -v compute-sanitizer >/d
   fi
 fi
 
-if [ "$mode" = full ] && [ -x $B/brasa ]; then
-  for spec in "qwen2 1.5b q4_k_m" "qwen2 7b q4_k_m" "qwen2 7b q8_0" "qwen2 1.5b q8_0" "qwen2 1.5b f16"; do
-    set -- $spec
-    [ $SECONDS -gt ${BUDGET_S:-420} ] && { note "skipped $spec (time)"; continue; }
-    synth $2 $3 || continue
-    rm -rf "$BRASA_CACHE"  # cold kernel cache for the first load
-    $B/brasa bench -m "$f" -p 512 -n 128 -r 3 --gen >"$out/bench_$2_$3.txt" 2>&1
-    cat "$out/bench_$2_$3.txt"
-    note "bench $spec: $(grep -E 'pp512|tg128|gen128' "$out/bench_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')$(grep -m1 'on the GPU' "$out/bench_$2_$3.txt")"
-    # decode without programmatic dependent launch, for comparison
-    BRASA_GPU_PDL=0 $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"$out/benchnopdl_$2_$3.txt" 2>&1
-    note "bench $spec without PDL: $(grep -E 'tg128' "$out/benchnopdl_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
-    if [ "$3" = q4_k_m ] && command -v python3 >/dev/null; then
-      # prompt attention on the tensor cores (fa.cu, heads of 128 here) and the per-token
-      # kernel, each against the CPU backend: logits of a 150-token prompt (every 7th row)
-      ids=$(python3 -c "print(','.join(str((i*2654435761+7)%150000) for i in range(150)))")
-      for v in fa1 fa0 cpu; do
-        env BRASA_GPU_FA=${v#fa} $([ $v = cpu ] && echo BRASA_GPU=none) timeout 300 \
-          $B/brasa logits -m "$f" --ids "$ids" --kv-type f16 -t "$J" -o "/tmp/logits_$v.f32" \
-          >/dev/null 2>&1
-      done
-      note "attention, $spec, 150-token prompt, largest |a - b| / max |b| per row: $(python3 - <<'PY'
+# prompt attention on the tensor cores (fa.cu) and the per-token kernel against the CPU
+# backend: the logits of a 150-token prompt (every 7th row; token ids below $2) of file $1, as
+# one line; the environment given after them applies to the GPU runs (BRASA_GPU_FA256=1)
+fa_vs_cpu() {
+  local file=$1 nv=$2 v ids
+  shift 2
+  ids=$(python3 -c "print(','.join(str((i*2654435761+7)%$nv) for i in range(150)))")
+  for v in fa1 fa0 cpu; do
+    env "$@" BRASA_GPU_FA=${v#fa} $([ $v = cpu ] && echo BRASA_GPU=none) timeout 300 \
+      $B/brasa logits -m "$file" --ids "$ids" --kv-type f16 -t "$J" -o "/tmp/logits_$v.f32" \
+      >/dev/null 2>&1
+  done
+  python3 - <<'PY'
 from array import array
 import os
 def load(p):
@@ -241,7 +236,24 @@ def rel(x, y):
 print("fa.cu vs CPU %.2e, per-token kernel vs CPU %.2e, fa.cu vs per-token %.2e"
       % (rel(a1, c), rel(a0, c), rel(a1, a0)))
 PY
-)"
+}
+
+if [ "$mode" = full ] && [ -x $B/brasa ]; then
+  for spec in "qwen2 1.5b q4_k_m" "qwen2 7b q4_k_m" "qwen2 7b q8_0" "qwen2 1.5b q8_0" "qwen2 1.5b f16"; do
+    set -- $spec
+    [ $SECONDS -gt ${BUDGET_S:-420} ] && { note "skipped $spec (time)"; continue; }
+    synth $2 $3 || continue
+    rm -rf "$BRASA_CACHE"  # cold kernel cache for the first load
+    $B/brasa bench -m "$f" -p 512 -n 128 -r 3 --gen >"$out/bench_$2_$3.txt" 2>&1
+    cat "$out/bench_$2_$3.txt"
+    note "bench $spec: $(grep -E 'pp512|tg128|gen128' "$out/bench_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')$(grep -m1 'on the GPU' "$out/bench_$2_$3.txt")"
+    # decode without programmatic dependent launch, for comparison
+    BRASA_GPU_PDL=0 $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"$out/benchnopdl_$2_$3.txt" 2>&1
+    note "bench $spec without PDL: $(grep -E 'tg128' "$out/benchnopdl_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
+    if [ "$3" = q4_k_m ] && command -v python3 >/dev/null; then
+      # prompt attention on the tensor cores (fa.cu, heads of 128 here) and the per-token
+      # kernel, each against the CPU backend
+      note "attention, $spec, 150-token prompt, largest |a - b| / max |b| per row: $(fa_vs_cpu "$f" 150000)"
     fi
     if [ "$3" = q4_k_m ]; then
       # the sampler's candidates chosen on the device (top-k kernel) against the whole row sent
@@ -278,6 +290,11 @@ PY
       note "$spec $c kernel cache: run (load + prompt + 1 token) $(( (s1 - s0) / 1000000 )) ms wall; $(grep -m1 'kernels:' "$out/run_$2_$3_$c.txt" | cut -c8-240); $(grep -m1 -iE 'prompt' "$out/run_$2_$3_$c.txt" | tr -s ' ' | cut -c1-80)"
     done
   done
+  # the same over heads of 256 (qwen35's; fa.cu there with BRASA_GPU_FA256=1): every prompt
+  # row of a synthesized qwen35 whose second layer is gated attention with heads of 256
+  if command -v python3 >/dev/null && synth qwen35/tiny256 q8_0; then
+    note "attention, qwen35 tiny256 q8_0 (heads of 256, fa.cu with BRASA_GPU_FA256=1), 150-token prompt: $(fa_vs_cpu "$f" 4000 BRASA_GPU_FA256=1)"
+  fi
 fi
 
 echo
