@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks and benchmarks, run on a machine with an NVIDIA GPU, from the repo root:
 #   tools/gpu_check.sh [quick|full]   (BRASA_SHARED: the fixtures, default ../shared)
-#   AB="BRASA_X=0 BRASA_X=1,BRASA_Y=2" tools/gpu_check.sh ab   (tg128 of each setting, same call)
+#   AB="BRASA_X=0 BRASA_X=1,BRASA_Y=2" tools/gpu_check.sh ab   (tg128 of each setting, same call;
+#                                     AB_P=512: pp512 too)
 #   tools/gpu_check.sh profile        (ncu: each kernel of one decode step, one layer's table)
 #   tools/gpu_check.sh timeline       (inside the captured graph: time per kernel name, and
 #                                      one step launch by launch in $OUT/tl_*.txt)
@@ -20,7 +21,7 @@
 # Still to run on a GPU (BENCHMARKS.md, session 38): BRASA_SHARED=... build-dev/tests/test_gpu
 # attention_heads_of_256 (now comparing the prompt's logits: fa.cu over heads of 256), `full`
 # (its qwen35 tiny256 line), then, for the qwen35 prompt,
-#   FILES="qwen35/4b,q4_k_m" AB="X=0 BRASA_GPU_DN_FUSE=2 BRASA_GPU_FA256=1" with pp512 (bench -p 512)
+#   AB_P=512 FILES="qwen35/4b,q4_k_m" AB="X=0 BRASA_GPU_DN_FUSE=2 BRASA_GPU_FA256=1" tools/gpu_check.sh ab
 # Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
@@ -98,8 +99,9 @@ if [ $lean = 1 ]; then # (tp has returned above)
       note "vs $1 $2: tg128 brasa $(echo "$b1" | col tg128)$(echo "$b2" | col tg128)| llama.cpp fa 0, 1: $(echo "$l" | col tg128)"
     elif [ "$mode" = ab ]; then
       for cfg in ${AB:-BRASA_GPU_PDL=1}; do
-        r=$(env ${cfg//,/ } $B/brasa bench -m "$f" -p 0 -n 128 -r 3 2>&1 | grep tg128 | awk -F'|' '{print $8}')
-        note "tg128 $1 $2 [$cfg]: $r"
+        r=$(env ${cfg//,/ } $B/brasa bench -m "$f" -p "${AB_P:-0}" -n 128 -r 3 2>&1 |
+          grep -E 'pp[0-9]|tg128' | awk -F'|' '{printf "%s %s; ", $7, $8}')
+        note "$1 $2 [$cfg]: $r"
       done
     elif [ "$mode" = sass ]; then
       # each module the run loads, kept (BRASA_GPU_KEEP) with its rendered source; for mvd, the
