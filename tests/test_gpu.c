@@ -351,12 +351,12 @@ static const char *tiny128_of(char *buf, size_t n, int ftype)
 }
 static const char *tiny128(char *buf, size_t n) { return tiny128_of(buf, n, FTYPE_Q4_K_M); }
 
-/* Decode logits of the model at path (named label) through two sessions of n_ctx positions after
- * a prompt of np tokens (5 or more), the second opened with the environment pairs env (name,
- * value, ..., NULL) set: at most tol apart (relative to the largest logit; 0: bit for bit). */
 /* decode_pair_path compares the prompt's last logits too (a path only the prompt takes) */
 static bool pair_prompt;
 
+/* Decode logits of the model at path (named label) through two sessions of n_ctx positions after
+ * a prompt of np tokens (5 or more), the second opened with the environment pairs env (name,
+ * value, ..., NULL) set: at most tol apart (relative to the largest logit; 0: bit for bit). */
 static void decode_pair_path(const char *path, const char *label, const char *const *env,
                              double tol, const char *what, int n_ctx, int np)
 {
@@ -399,9 +399,9 @@ static void decode_pair_path(const char *path, const char *label, const char *co
         }
         worst = fmax(worst, mx > 0 ? d / mx : d);
     }
-    printf("  %s, %s: %slogits %.3g apart\n", label, what,
-           pair_prompt ? "prompt and decode " : "decode ", worst);
-    CHECKF(worst <= tol, "%s: %s decode logits differ by %.3g (bound %.3g)", label, what, worst,
+    const char *which = pair_prompt ? "prompt and decode" : "decode";
+    printf("  %s, %s: %s logits %.3g apart\n", label, what, which, worst);
+    CHECKF(worst <= tol, "%s: %s %s logits differ by %.3g (bound %.3g)", label, what, which, worst,
            tol);
     brasa_session_free(s1);
     brasa_session_free(s2);

@@ -63,17 +63,18 @@ if [ "$mode" = tp ]; then
   ngpu=$(nvidia-smi -L | wc -l)
   for spec in ${FILES:-7b,q4_k_m 32b,q4_k_m}; do
     set -- ${spec/,/ }
+    tag=${1//\//-}_$2 # (the file's part of the logs' names)
     synth "$1" "$2" || continue
     one=$($B/brasa bench -m "$f" -p 512 -n 128 -r 3 2>&1 | grep -E 'pp512|tg128' | awk -F'|' '{printf "%s ", $8}')
     read -r pp1 tg1 <<<"$(echo "$one" | awk '{print $1, $4}')"
     note "tp $1 $2, one GPU: pp512 $pp1, tg128 $tg1"
     for n in ${GPUS:-1 2 4 8}; do
       [ "$n" -le "$ngpu" ] || continue
-      $B/brasa inspect "$f" --plan --gpus "$n" >"$out/plan_${1//\//-}_$2_$n.txt" 2>&1
+      $B/brasa inspect "$f" --plan --gpus "$n" >"$out/plan_${tag}_$n.txt" 2>&1
       r=$($B/brasa bench --gpus "$n" -m "$f" -p 512 -n 128 -r 3 2>&1 | grep -E 'pp512|tg128|rror' | awk -F'|' '{printf "%s ", $8}')
       read -r ppn tgn <<<"$(echo "$r" | awk '{print $1, $4}')"
       eff=$(awk -v a="$tgn" -v b="$tg1" -v n="$n" 'BEGIN{if (b > 0) printf "%.2fx one GPU, %.0f%% of linear scaling", a / b, 100 * a / b / n}')
-      note "tp $1 $2, --gpus $n: pp512 $ppn, tg128 $tgn ($eff) $(grep -m1 -i 'not split' "$out/plan_${1//\//-}_$2_$n.txt")"
+      note "tp $1 $2, --gpus $n: pp512 $ppn, tg128 $tgn ($eff) $(grep -m1 -i 'not split' "$out/plan_${tag}_$n.txt")"
     done
   done
   echo
@@ -87,6 +88,7 @@ if [ $lean = 1 ]; then # (tp has returned above)
   [ "$mode" = vs ] && FILES=${FILES:-7b,q4_k_m 7b,q8_0 1.5b,q4_k_m 1.5b,q8_0}
   for spec in ${FILES:-7b,q4_k_m 1.5b,q4_k_m}; do
     set -- ${spec/,/ }
+    tag=${1//\//-}_$2 # (the file's part of the logs' names)
     synth "$1" "$2" || continue
     if [ "$mode" = vs ]; then
       # t/s is the last column of both tables; brasa before and after llama.cpp
@@ -106,7 +108,7 @@ if [ $lean = 1 ]; then # (tp has returned above)
     elif [ "$mode" = sass ]; then
       # each module the run loads, kept (BRASA_GPU_KEEP) with its rendered source; for mvd, the
       # defines, and per backward branch (a loop) the instructions from its target to it
-      kd="$out/kernels/${1//\//-}_$2"
+      kd="$out/kernels/$tag"
       rm -rf "$kd"
       BRASA_GPU_KEEP="$kd" $B/brasa bench -m "$f" -p 0 -n 4 -r 1 >/dev/null 2>&1
       for c in "$kd"/mvd-*.cubin; do
@@ -124,20 +126,20 @@ if [ $lean = 1 ]; then # (tp has returned above)
         note "sass $1 $2 $(basename "${c%.cubin}"): $defs| loops: $loops"
       done
     elif [ "$mode" = timeline ]; then
-      BRASA_GPU_TIMELINE=2 $B/brasa bench -m "$f" -p 0 -n 128 -r 3 >"$out/tl_${1//\//-}_$2.txt" 2>&1
-      grep -A16 "GPU timeline" "$out/tl_${1//\//-}_$2.txt"
+      BRASA_GPU_TIMELINE=2 $B/brasa bench -m "$f" -p 0 -n 128 -r 3 >"$out/tl_$tag.txt" 2>&1
+      grep -A16 "GPU timeline" "$out/tl_$tag.txt"
       # the listed step by launch (kernel and node name without its layer), over the layers
-      grep "brasa: timeline" "$out/tl_${1//\//-}_$2.txt" | awk '{n = $5; sub(/blk\.[0-9]+\./, "", n);
+      grep "brasa: timeline" "$out/tl_$tag.txt" | awk '{n = $5; sub(/blk\.[0-9]+\./, "", n);
         k = $4 " " n; s[k] += $6; c[k]++; t += $6}
         END {for (k in s) printf "  %-34s %3d x %8.2f us = %8.1f us\n", k, c[k], s[k] / c[k], s[k];
              printf "  step %.1f us\n", t}' | sort -t= -k2 -n -r
-      note "timeline $1 $2: $(grep -m1 'GPU timeline' "$out/tl_${1//\//-}_$2.txt" | sed 's/.*: //')"
+      note "timeline $1 $2: $(grep -m1 'GPU timeline' "$out/tl_$tag.txt" | sed 's/.*: //')"
     else
       BRASA_GPU_GRAPH=0 step ncu --clock-control none --cache-control none --csv \
         --metrics "$(python3 tools/ncu_layer.py --metrics)" \
-        $B/brasa run -m "$f" -p "word" -n 2 --temp 0 --ignore-eos >"$out/ncu_${1//\//-}_$2.csv" 2>"$out/ncu_${1//\//-}_$2.err"
-      python3 tools/ncu_layer.py "$out/ncu_${1//\//-}_$2.csv" 2 | tee "$out/ncu_${1//\//-}_$2.txt"
-      note "ncu $1 $2: $(grep -m1 '^step:' "$out/ncu_${1//\//-}_$2.txt")"
+        $B/brasa run -m "$f" -p "word" -n 2 --temp 0 --ignore-eos >"$out/ncu_$tag.csv" 2>"$out/ncu_$tag.err"
+      python3 tools/ncu_layer.py "$out/ncu_$tag.csv" 2 | tee "$out/ncu_$tag.txt"
+      note "ncu $1 $2: $(grep -m1 '^step:' "$out/ncu_$tag.txt")"
     fi
   done
   echo
@@ -292,8 +294,8 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
       note "$spec $c kernel cache: run (load + prompt + 1 token) $(( (s1 - s0) / 1000000 )) ms wall; $(grep -m1 'kernels:' "$out/run_$2_$3_$c.txt" | cut -c8-240); $(grep -m1 -iE 'prompt' "$out/run_$2_$3_$c.txt" | tr -s ' ' | cut -c1-80)"
     done
   done
-  # the same over heads of 256 (qwen35's; fa.cu there with BRASA_GPU_FA256=1): every prompt
-  # row of a synthesized qwen35 whose second layer is gated attention with heads of 256
+  # the same over heads of 256 (qwen35's; fa.cu there with BRASA_GPU_FA256=1), on a
+  # synthesized qwen35 whose second layer is gated attention with heads of 256
   if command -v python3 >/dev/null && synth qwen35/tiny256 q8_0; then
     note "attention, qwen35 tiny256 q8_0 (heads of 256, fa.cu with BRASA_GPU_FA256=1), 150-token prompt: $(fa_vs_cpu "$f" 4000 BRASA_GPU_FA256=1)"
   fi
