@@ -581,6 +581,37 @@ TEST(qwen35_launches_folded)
     }
 }
 
+/* The DeltaNet's convolution in the epilogue of the q/k/v product before it (mvd.cu CV) against
+ * its own launch (BRASA_GPU_CONV_FUSE=0): the same sums in the same order, so the same bits; and
+ * the launches: no conv1d in decode, one a DeltaNet layer in the prompt and without the fold. */
+TEST(qwen35_conv_in_products)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const env[] = {"BRASA_GPU_CONV_FUSE", "0", NULL};
+    static const char *const none[] = {NULL}, *const names[] = {"conv1d"};
+    static const char *const types[3] = {"Q8_0", "Q4_K_M", "F16"};
+    for (int t = 0; t < 3; t++) {
+        char rel[64], label[64];
+        snprintf(rel, sizeof rel, "fixtures/qwen35.%s.gguf", types[t]);
+        snprintf(label, sizeof label, "qwen35 %s", types[t]);
+        const char *path = test_shared_path(rel);
+        if (!test_file_exists(path))
+            continue;
+        decode_pair_path(path, label, env, 0, "convolution in the product and its own launch",
+                         512, 7);
+        int n[2], m[2], nl, mixed;
+        if (!plan_counts(path, env, 64, names, 1, n, &nl, &mixed) ||
+            !plan_counts(path, none, 64, names, 1, m, &nl, &mixed))
+            continue;
+        printf("  %s: decode conv1d %d (own launches: %d), prompt %d (%d)\n", label, m[0], n[0],
+               m[1], n[1]);
+        CHECKF(n[0] > 0 && m[0] == 0 && m[1] == n[0] && n[1] == n[0],
+               "%s: decode conv1d %d, prompt %d; with BRASA_GPU_CONV_FUSE=0 %d, %d", label, m[0],
+               m[1], n[0], n[1]);
+    }
+}
+
 /* Decode attention over heads of 256 (qwen35's; a synthesized tiny qwen35 with heads of 256,
  * Q8_0) through the F16 output pass of the heads of 128 (the default) against the
  * thread-per-element pass (BRASA_GPU_ATTN_256=0): the same products, summed in another order;
@@ -1256,7 +1287,8 @@ TEST(generate_queued)
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(upload_staged_equals_pageable),
           T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
-          T(qwen35_launches_folded), T(attention_heads_of_256),
+          T(qwen35_launches_folded), T(qwen35_conv_in_products),
+          T(attention_heads_of_256),
           T(decode_rope_in_products), T(decode_q4k_on_tensor_cores), T(prompt_f16_on_warpgroups),
           T(prompt_dq_on_warpgroups),
           T(long_context_f16_cache), T(device_candidates), T(generate_queued),

@@ -324,6 +324,8 @@ struct gpu_sess {
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
     bool fa256;              /* ... for heads of 256 too (BRASA_GPU_FA256=1; not yet run on a
                               * GPU, so off by default: the per-token kernel) */
+    bool conv_fuse;          /* the DeltaNet's convolution in the decode product before it
+                              * (conv_into_products; BRASA_GPU_CONV_FUSE=0: its own launch) */
     bool rope_view;          /* a ROPE reads the VIEW of q before it in place (fuse;
                               * BRASA_GPU_ROPE_VIEW=0: the view's own launch) */
     int dn_fuse;             /* the DeltaNet's GATES in its kernel and its gated RMSNorm in the
@@ -987,6 +989,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->fa256 = env_is("BRASA_GPU_FA256", "1"); /* (not yet run on a GPU) */
     s->dn_fuse = env_int("BRASA_GPU_DN_FUSE", 1);
     s->rope_view = !env_is("BRASA_GPU_ROPE_VIEW", "0");
+    s->conv_fuse = !env_is("BRASA_GPU_CONV_FUSE", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
     s->mmt_dq = env_is("BRASA_GPU_MMT_DQ", "0") ? 0 : env_is("BRASA_GPU_MMT_DQ", "2") ? 2 : 1;
@@ -1182,9 +1185,12 @@ struct pb {
     int *glu;        /* MATMUL (gate): the SWIGLU its launch writes (with the up MATMUL), or -1 */
     int *rfuse;      /* MATMUL (q, or a v in a launch of its own): the ROPE (q) whose rotations
                       * and cache writes its decode launch does (mvd.cu RP), or -1 */
+    int *cfuse;      /* MATMUL (the first of its launch): the CONV1D its decode launch does over
+                      * its rows (mvd.cu CV), or -1 */
     bool *skip;
     int q_src, q_mode; /* what the activation scratch holds now */
     bool recurrent;    /* the graph carries a recurrent state (DeltaNet layers) */
+    bool cv_done;      /* plan_product did the convolution of cfuse */
     int n_ctx;         /* positions (0: not known) */
     struct brasa_err *err;
 };
@@ -1400,7 +1406,38 @@ static brasa_status plan_mf(struct pb *b, int i, uint32_t wt, int glu, long k, i
     return BRASA_OK;
 }
 
-static brasa_status plan_matmul(struct pb *b, int i)
+/* The causal convolution's own launch (ops.cu conv1d): node i, or a CONV1D that a decode
+ * product would have done (cfuse) where that product's launch cannot. */
+static brasa_status plan_conv(struct pb *b, int i)
+{
+    const struct graph_node *n = &b->g->nodes[i];
+    long C = (long)n->ne[0], T = (long)n->ne[1];
+    CUdeviceptr in[3], out;
+    brasa_status st;
+    for (int j = 0; j < 3; j++)
+        if ((st = dev_of(b, n->in[j], &in[j])))
+            return st;
+    if ((st = dev_of(b, i, &out)) || (st = rng(b, out, (size_t)C * (size_t)T * 4, "output", i)))
+        return st;
+    if (n->p.i[0] - 1 > 32) /* (ops.cu conv1d: chunks of 32 tokens reach back that far) */
+        return brasa_fail(b->err, BRASA_EUNSUPPORTED, "%s: a convolution of %d taps (the GPU "
+                          "kernel takes at most 33)", n->name, n->p.i[0]);
+    struct launch *l = L(b, K_CONV, NULL, NULL, i, (unsigned)((C + 127) / 128),
+                         (unsigned)((T + 31) / 32), 1, 128, 0);
+    if (!l)
+        return brasa_fail(b->err, BRASA_ENOMEM, "out of memory");
+    ap(l, in[0]);
+    ap(l, in[1]);
+    ap(l, in[2]);
+    ap(l, out);
+    ai(l, C);
+    ai(l, T);
+    ai(l, n->p.i[0]);
+    ai(l, n->p.i[1]);
+    return BRASA_OK;
+}
+
+static brasa_status plan_product(struct pb *b, int i)
 {
     const struct graph_node *n = &b->g->nodes[i], *w = &b->g->nodes[n->in[1]];
     struct gpu *g = b->s->g;
@@ -1528,6 +1565,24 @@ static brasa_status plan_matmul(struct pb *b, int i)
                 return st;
         }
     }
+    /* the launch that does the DeltaNet's convolution over the first weight's rows (mvd.cu CV):
+     * those rows go to the CONV1D's output, its state and taps read and the state moved on in
+     * the epilogue */
+    int cv = b->cfuse[i];
+    CUdeviceptr cvst = 0, cvw = 0;
+    if (cv >= 0 && (T != 1 || !b->s->mvd || mvd_rows(b, glu, nm, r, k, w->type) != 2))
+        cv = -1; /* (the CV variants are rendered for rows of 2; conv1d's launch after this one) */
+    if (cv >= 0) {
+        const struct graph_node *cn = &b->g->nodes[cv];
+        size_t cb = (size_t)r[0] * 4;
+        if ((st = dev_of(b, cv, &y[0])) || (st = rng(b, y[0], cb, "convolution output", cv)) ||
+            (st = dev_of(b, cn->in[1], &cvw)) ||
+            (st = rng(b, cvw, cb * (size_t)cn->p.i[0], "convolution taps", cv)) ||
+            (st = dev_of(b, cn->in[2], &cvst)) ||
+            (st = rng(b, cvst, cb * (size_t)(cn->p.i[0] - 1), "convolution state", cv)))
+            return st;
+        cache[0] = cvst;
+    }
     if (b->resadd[i] >= 0) {
         const struct graph_node *a = &b->g->nodes[b->resadd[i]];
         rscale = a->p.f[0];
@@ -1640,8 +1695,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
         if (rq >= 0 && nr != 2) /* (rope_into_products leaves the row groups as they are) */
             return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: a rotating launch with %d "
                               "rows a group", n->name, nr);
-        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0, wt2, &mv, b->err)) !=
-            BRASA_OK)
+        if ((st = get_mv(g, 1, w->type, ks, glu, nr, xc, rq >= 0 ? 1 : cv >= 0 ? 2 : 0, wt2, &mv,
+                         b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
         long gpb = mv->nw / ks, nblk = (groups + gpb - 1) / gpb, grid = nblk;
         unsigned shm = 0;
@@ -1673,7 +1728,8 @@ static brasa_status plan_matmul(struct pb *b, int i)
         ai(l, early);
         for (int j = 0; j < 3; j++)
             ap(l, cache[j]);
-        ap(l, rq >= 0 ? b->s->d_cst : 0);
+        ap(l, rq >= 0 ? b->s->d_cst : cvw);
+        b->cv_done = cv >= 0;
         ai(l, nrope);
         ai(l, rmode);
         ai(l, hd);
@@ -1731,6 +1787,17 @@ static brasa_status plan_matmul(struct pb *b, int i)
     al(l, (long long)row_bytes(w->type, k));
     ai(l, tf);
     return BRASA_OK;
+}
+
+/* MATMUL i's launch (with those chained to it), and the convolution folded into it where that
+ * launch could not do it (plan_product: prompts, or a decode kernel without CV). */
+static brasa_status plan_matmul(struct pb *b, int i)
+{
+    b->cv_done = false;
+    brasa_status st = plan_product(b, i);
+    if (st == BRASA_OK && b->cfuse[i] >= 0 && !b->cv_done)
+        st = plan_conv(b, b->cfuse[i]);
+    return st;
 }
 
 /* Attention's grid splits along the cache (attn.cu): decode a split a 512 positions of the
@@ -2050,24 +2117,8 @@ static brasa_status plan_node(struct pb *b, int i)
         }
         break;
     }
-    case GOP_CONV1D: {
-        long C = (long)n->ne[0];
-        if (n->p.i[0] - 1 > 32) /* (ops.cu conv1d: chunks of 32 tokens reach back that far) */
-            return brasa_fail(b->err, BRASA_EUNSUPPORTED, "%s: a convolution of %d taps (the GPU "
-                              "kernel takes at most 33)", n->name, n->p.i[0]);
-        if ((l = L(b, K_CONV, NULL, NULL, i, (unsigned)((C + 127) / 128), (unsigned)((T + 31) / 32),
-                   1, 128, 0))) {
-            ap(l, in[0]);
-            ap(l, in[1]);
-            ap(l, in[2]);
-            ap(l, out);
-            ai(l, C);
-            ai(l, T);
-            ai(l, n->p.i[0]);
-            ai(l, n->p.i[1]);
-        }
-        break;
-    }
+    case GOP_CONV1D:
+        return plan_conv(b, i);
     case GOP_GATES: {
         long H = (long)gr->nodes[n->in[0]].ne[0];
         if ((l = L(b, K_GATES, NULL, NULL, i, grid1((size_t)(H * T), 128), 1, 1, 128, 0))) {
@@ -2380,6 +2431,53 @@ static void fuse(struct pb *b)
     }
 }
 
+/* Whether the arena buffers of nodes a and c share a byte (leaves, which have none, never). */
+static bool arena_meets(const struct graph *g, int a, int c)
+{
+    const struct graph_node *x = &g->nodes[a], *y = &g->nodes[c];
+    bool leaf = x->op == GOP_WEIGHT || x->op == GOP_STATE || x->op == GOP_INPUT ||
+                y->op == GOP_WEIGHT || y->op == GOP_STATE || y->op == GOP_INPUT;
+    return !leaf && x->offset < y->offset + y->nbytes && y->offset < x->offset + x->nbytes;
+}
+
+/* The DeltaNet's causal convolution of one token (CONV1D of MVD_CV_TAPS taps, SiLU after) in the
+ * epilogue of the decode product that makes its input (mvd.cu CV: one launch fewer a layer):
+ * that product the first of its launch, read by the convolution alone. The launch then writes
+ * the convolution's output before the nodes between them run, so that output's buffer must not
+ * be one they, or the launch itself, read or write. */
+static void conv_into_products(struct pb *b)
+{
+    const struct graph *g = b->g;
+    for (int i = 0; i < g->n && b->s->conv_fuse; i++) {
+        const struct graph_node *n = &g->nodes[i];
+        int m = n->in[0];
+        if (n->op != GOP_CONV1D || n->ne[1] != 1 || n->p.i[0] != MVD_CV_TAPS || n->p.i[1] != 1 ||
+            i == g->out || graph_dump_wanted(b->s->dump, n->name) || m < 0)
+            continue;
+        const struct graph_node *mn = &g->nodes[m];
+        if (mn->op != GOP_MATMUL || b->nuse[m] != 1 || b->skip[m] || b->glu[m] >= 0 ||
+            b->rfuse[m] >= 0 || b->resadd[m] >= 0 || m == g->out || mn->ne[0] != n->ne[0] ||
+            graph_dump_wanted(b->s->dump, mn->name))
+            continue;
+        bool clear = true;
+        for (int j = m; j < i && clear; j++) {
+            clear = j == m || !arena_meets(g, i, j); /* (what they write) */
+            for (int q = 0; q < GRAPH_MAX_IN && clear; q++) {
+                int u = g->nodes[j].in[q];
+                if (u < 0)
+                    continue;
+                clear = !arena_meets(g, i, u);
+                if (clear && b->normsrc[j] == u) /* (a folded norm: its input is read) */
+                    clear = !arena_meets(g, i, g->nodes[u].in[0]);
+            }
+        }
+        if (clear) {
+            b->cfuse[m] = i;
+            b->skip[i] = true;
+        }
+    }
+}
+
 /* Workspace bytes of a graph: arena, activation scratch, attention partials, and the split
  * partial sums of mmt.cu where a batch of mmt_min tokens or more may take it (mmt: it may). */
 static size_t ws_layout(const struct graph *g, bool mmt, int mmt_min, size_t *o_xq, size_t *o_xd,
@@ -2585,15 +2683,18 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     b.ropev = malloc((size_t)g->n * sizeof(int));
     b.glu = malloc((size_t)g->n * sizeof(int));
     b.rfuse = malloc((size_t)g->n * sizeof(int));
+    b.cfuse = malloc((size_t)g->n * sizeof(int));
     b.skip = calloc((size_t)g->n, sizeof(bool));
     if (!b.nuse || !b.normsrc || !b.resadd || !b.ropekv || !b.skip || !b.mnext || !b.glu ||
-        !b.ropeqk || !b.ropev || !b.rfuse) {
+        !b.ropeqk || !b.ropev || !b.rfuse || !b.cfuse) {
         st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
     } else {
         for (int i = 0; i < g->n; i++)
             b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = b.ropeqk[i] =
-                b.ropev[i] = b.rfuse[i] = -1;
+                b.ropev[i] = b.rfuse[i] = b.cfuse[i] = -1;
         fuse(&b);
+        if (b.s->fuse)
+            conv_into_products(&b);
         rope_table(&b);
         if (p->rope_half)
             st = cst_alloc(s, p->rope_half, p->rope_ts, n_ctx, err);
@@ -2669,6 +2770,7 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     free(b.ropeqk);
     free(b.ropev);
     free(b.rfuse);
+    free(b.cfuse);
     free(b.glu);
     free(b.skip);
     if (st == BRASA_OK)

@@ -54,7 +54,7 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
     for (int i = 0; i < gpu_n_matvec_types; i++)
         known |= gpu_matvec_types[i] == wtype;
     if (!known || cap < 2 || (nr != 1 && nr != 2 && nr != 4) || (glu && nr < 2) ||
-        (ks != 1 && ks != 2 && ks != 4) || (rp && glu) ||
+        (ks != 1 && ks != 2 && ks != 4) || (rp && glu) || rp < 0 || rp > 2 ||
         (kp != 32 && (kp != 64 || (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q6_K))))
         return 0;
     /* 4 pieces in flight per lane (U x NR) at 64 registers (32 warps per SM); if that
@@ -82,7 +82,10 @@ int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, in
                                                {"MB", xc ? 1 : !v ? 8 : q5 || v == 2 ? 5 : 6},
                                                {"XC", xc != 0},
                                                {"AL", al},
-                                               {rp ? "RP" : NULL, 1},
+                                               {rp == 1   ? "RP"
+                                                : rp == 2 ? "CV"
+                                                          : NULL,
+                                                rp == 2 ? MVD_CV_TAPS : 1},
                                                {kp == 64 ? "KP" : NULL, 64}}};
     return counted(out, nv);
 }
@@ -182,7 +185,8 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                 n += gpu_matvec_variants(gpu_matvec_types[i], nc, glu, out + n, cap - n);
     /* the decode kernel: 2 rows per group with 1, 2 or 4 warps per group (what brasa picks),
      * converting the activation itself (XC, where brasa uses it) or not, with the RoPE and
-     * cache writes (RP: 2 rows, not gate+up) or not, and 1 or 4 rows with 1 warp
+     * cache writes (RP: 2 rows, not gate+up), the convolution (CV, likewise) or neither, and 1
+     * or 4 rows with 1 warp
      * (BRASA_GPU_MVD_NR) */
     for (int i = 0; i < gpu_n_matvec_types; i++) {
         /* Q4_K and Q6_K also in pieces of 32 bytes (KP 64, their default for rows of 2) */
@@ -192,13 +196,13 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
             for (int nr = 1; nr <= 4; nr *= 2)
                 for (int ks = 1; ks <= (nr == 2 ? 4 : 1); ks *= 2)
                     for (int xc = 0; xc <= (nr == 2 && gpu_mvd_xc(t)); xc++)
-                        for (int rp = 0; rp <= (nr == 2 && !glu); rp++)
+                        for (int rp = 0; rp <= (nr == 2 && !glu ? 2 : 0); rp++)
                             for (int kp = 32; kp <= (nr == 2 ? kmax : 32); kp += 32)
                                 n += gpu_mvd_variants(t, glu, nr, ks, xc, rp, kp, out + n,
                                                       cap - n);
     }
     for (int ks = 1; ks <= 4; ks *= 2) /* q/k and a v of another type (Q4_K_M files) */
-        for (int rp = 0; rp < 2; rp++)
+        for (int rp = 0; rp < 3; rp++)
             n += gpu_mvd_mix_variants(GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, ks, rp, out + n, cap - n);
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int glu = 0; glu < 2; glu++) {

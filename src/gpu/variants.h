@@ -19,12 +19,15 @@ struct gpu_variant {
 int gpu_matvec_variants(unsigned wtype, int nc, int glu, struct gpu_variant *out, int cap);
 /* Candidates for the decode product (mvd.cu) of weight type wtype, plain or gate+up (glu),
  * nr weight rows per lane group (1, 2 or 4; at least 2 with glu) and ks warps per group (1, 2
- * or 4); xc: blocks (one per SM) that convert the activation themselves (mvd.cu XC); rp: the
- * RoPE and KV-cache writes in the epilogue (mvd.cu RP; not with glu); kp: the elements of a
+ * or 4); xc: blocks (one per SM) that convert the activation themselves (mvd.cu XC); rp: 1, the
+ * RoPE and KV-cache writes in the epilogue (mvd.cu RP), 2, the DeltaNet's convolution of
+ * MVD_CV_TAPS taps over the first weight's rows (mvd.cu CV; neither with glu); kp: the elements of a
  * lane's piece, 32, or 64 for Q4_K and Q6_K (pieces of 32 bytes, half as many in flight);
  * returns their count (0: no such kernel). */
 int gpu_mvd_variants(unsigned wtype, int glu, int nr, int ks, int xc, int rp, int kp,
                      struct gpu_variant *out, int cap);
+/* The taps of the convolutions the decode product does in its epilogue (Qwen3.5's). */
+#define MVD_CV_TAPS 4
 /* Candidates for the decode product of a q/k/v launch whose q and k weights have type wtype
  * and whose v has type qt2 (mvd.cu QT2: the blocks of v's rows in qt2's code), in rows of 2,
  * pieces of 64 values: Q4_K with Q6_K (the v weights of half the layers of Q4_K_M files); ks

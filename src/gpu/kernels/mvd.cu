@@ -42,7 +42,12 @@
 // activation pointers step one round's pieces at the end of each round, so a load's address is
 // a pointer plus a constant; 0, a measurement: each round's addresses from the first piece's
 // pointers and the round's index, recomputed every round: the Q4_K gate+up loop 191 -> 180
-// instructions (SASS, sm_90), 1.5B Q4_K_M tg128 +5% on an H100, BENCHMARKS.md).
+// instructions (SASS, sm_90), 1.5B Q4_K_M tg128 +5% on an H100, BENCHMARKS.md); CV (the
+// taps K of a causal depthwise convolution that takes the first weight's rows, as ops.cu
+// conv1d with SiLU after it, one token: each row is one channel, so the lane that writes it
+// reads the channel's K - 1 state values (c0, rows of r0 floats) and its taps (cs, K a row),
+// writes silu(sum) to y0 and moves the state on by the new value; the DeltaNet's convolution
+// with no launch of its own).
 #include "common.cuh"
 
 #ifndef QT
@@ -80,6 +85,12 @@
 #endif
 #ifndef IP
 #define IP 1
+#endif
+#ifndef CV
+#define CV 0
+#endif
+#if CV && (RP || GLU || CV < 2)
+#error "CV: not with RP or GLU, at least 2 taps"
 #endif
 #if RP && GLU
 #error "RP: not with GLU"

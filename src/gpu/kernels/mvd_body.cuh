@@ -687,8 +687,10 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     }
 #else
     const int hh = 0;
-    (void)c0, (void)c1, (void)c2, (void)cs, (void)nrope, (void)rmode, (void)hd, (void)pos,
-        (void)kv_f16;
+    (void)c1, (void)c2, (void)nrope, (void)rmode, (void)hd, (void)pos, (void)kv_f16;
+#if !CV
+    (void)c0, (void)cs;
+#endif
 #endif
     // the lane's bias and residual, asked for before the wait (the bias is a weight; the
     // residual only where early says that a kernel before the previous one wrote it): DRAM
@@ -712,6 +714,20 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     }
 #if RP && RL == 1
     pdl_launch();
+#endif
+#if CV
+    // the convolution's taps and state of the lane's channel (the first weight's rows),
+    // asked for here, not before the loop (registers): their latency runs beside the sums
+    float ctap[CV], cst[CV - 1];
+    const bool cvr = pk.active && lane < NOUT && row + lane < r0;
+    if (cvr) {
+#pragma unroll
+        for (int j = 0; j < CV; j++)
+            ctap[j] = cs[(i64)(row + lane) * CV + j];
+#pragma unroll
+        for (int j = 0; j < CV - 1; j++)
+            cst[j] = ((const float *)c0)[(i64)j * r0 + row + lane];
+    }
 #endif
 #pragma unroll
     for (int j = 0; j < NR; j++)
@@ -783,6 +799,22 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     (void)u;
     if (pk.bias)
         v += bpre;
+#if CV
+    if (cvr) { // (as ops.cu conv1d: the state's rows oldest first, then the new value)
+        float o = 0.0f;
+#pragma unroll
+        for (int j = 0; j < CV - 1; j++)
+            o += cst[j] * ctap[j];
+        o += v * ctap[CV - 1];
+        pk.y[r] = silu_f(o);
+        float *st = (float *)c0;
+#pragma unroll
+        for (int j = 0; j < CV - 2; j++)
+            st[(i64)j * r0 + r] = cst[j + 1];
+        st[(i64)(CV - 2) * r0 + r] = v;
+        return;
+    }
+#endif
     pk.y[r] = res ? (early ? rpre : res[r]) + v * rscale : v;
 #endif
 }
