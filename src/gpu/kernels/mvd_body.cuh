@@ -672,6 +672,9 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     // the products' loop)
     const int wi = row < r0 ? 0 : row < r0 + r1 ? 1 : 2;
 #endif
+#if CV
+    const bool cw0 = row < r0; // (the first weight's rows: pick_weight makes row the weight's own)
+#endif
     wpick pk = pick_weight(row, W0, W1, W2, y0, y1, y2, b0, b1, b2, r0, r1, r2);
 #if RP
     const int hh = wi < nrope && rmode == 2 ? hd / 2 : 0;
@@ -719,7 +722,7 @@ __device__ __forceinline__ void mv_block(int gb, bool first, const u8 *W0, const
     // the convolution's taps and state of the lane's channel (the first weight's rows),
     // asked for here, not before the loop (registers): their latency runs beside the sums
     float ctap[CV], cst[CV - 1];
-    const bool cvr = pk.active && lane < NOUT && row + lane < r0;
+    const bool cvr = cw0 && pk.active && lane < NOUT && row + lane < r0;
     if (cvr) {
 #pragma unroll
         for (int j = 0; j < CV; j++)
