@@ -328,9 +328,9 @@ struct gpu_sess {
                               * (conv_into_products; BRASA_GPU_CONV_FUSE=0: its own launch) */
     bool rope_view;          /* a ROPE reads the VIEW of q before it in place (fuse;
                               * BRASA_GPU_ROPE_VIEW=0: the view's own launch) */
-    int dn_fuse;             /* the DeltaNet's GATES in its kernel and its gated RMSNorm in the
+    bool dn_fuse;            /* the DeltaNet's GATES in its kernel and its gated RMSNorm in the
                               * output product's conversion (fuse; BRASA_GPU_DN_FUSE=0: their
-                              * own launches; =2: the norm's in decode only, a measurement) */
+                              * own launches) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
     int mmt_dq;              /* quantized prompt weights dequantized into F16 tiles: 0 never,
@@ -987,7 +987,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->mvd_mix = !env_is("BRASA_GPU_MVD_MIX", "0");
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->fa256 = env_is("BRASA_GPU_FA256", "1"); /* (not yet run on a GPU) */
-    s->dn_fuse = env_int("BRASA_GPU_DN_FUSE", 1);
+    s->dn_fuse = !env_is("BRASA_GPU_DN_FUSE", "0");
     s->rope_view = !env_is("BRASA_GPU_ROPE_VIEW", "0");
     s->conv_fuse = !env_is("BRASA_GPU_CONV_FUSE", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
@@ -2354,7 +2354,6 @@ static void fuse(struct pb *b)
          * reads it, right after it, where that conversion is quant_act's Q8_K (quantize.cu z:
          * groups of 8 to 256 values, a power of 2) */
         if (n->op == GOP_RMS_NORM_GATE && b->s->dn_fuse && b->nuse[i] == 1 && nx >= 0 &&
-            (b->s->dn_fuse != 2 || n->ne[1] == 1) &&
             g->nodes[nx].op == GOP_MATMUL && g->nodes[nx].in[0] == i && nx != g->out &&
             quant_mode(g->nodes[g->nodes[nx].in[1]].type) == 1 && n->p.i[0] >= 8 &&
             n->p.i[0] <= 256 && (n->p.i[0] & (n->p.i[0] - 1)) == 0 && n->ne[0] % 256 == 0 &&
