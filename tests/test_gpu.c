@@ -581,15 +581,20 @@ TEST(qwen35_launches_folded)
     }
 }
 
-/* The DeltaNet's convolution in the epilogue of the q/k/v product before it (mvd.cu CV) against
- * its own launch (BRASA_GPU_CONV_FUSE=0): the same sums in the same order, so the same bits; and
- * the launches: no conv1d in decode, one a DeltaNet layer in the prompt and without the fold. */
-TEST(qwen35_conv_in_products)
+/* qwen35's decode folds against their own launches, which compute the same sums in the same
+ * order, so the same bits: the DeltaNet's convolution in the epilogue of the q/k/v product
+ * before it (mvd.cu CV; BRASA_GPU_CONV_FUSE=0) and the gate after attention in attention's own
+ * output (attn.cu G; BRASA_GPU_ATTN_GATE=0). And their launches: no conv1d in decode, one a
+ * DeltaNet layer in the prompt and without the fold; an eltwise and (K formats: attention then
+ * converts its rows for the o product) a quant_act a layer of attention fewer. */
+TEST(qwen35_decode_folds)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
-    static const char *const env[] = {"BRASA_GPU_CONV_FUSE", "0", NULL};
-    static const char *const none[] = {NULL}, *const names[] = {"conv1d"};
+    static const char *const cf[] = {"BRASA_GPU_CONV_FUSE", "0", NULL};
+    static const char *const ag[] = {"BRASA_GPU_ATTN_GATE", "0", NULL};
+    static const char *const none[] = {NULL};
+    static const char *const names[] = {"conv1d", "eltwise", "quant_act"};
     static const char *const types[3] = {"Q8_0", "Q4_K_M", "F16"};
     for (int t = 0; t < 3; t++) {
         char rel[64], label[64];
@@ -598,17 +603,27 @@ TEST(qwen35_conv_in_products)
         const char *path = test_shared_path(rel);
         if (!test_file_exists(path))
             continue;
-        decode_pair_path(path, label, env, 0, "convolution in the product and its own launch",
+        decode_pair_path(path, label, cf, 0, "convolution in the product and its own launch",
                          512, 7);
-        int n[2], m[2], nl, mixed;
-        if (!plan_counts(path, env, 64, names, 1, n, &nl, &mixed) ||
-            !plan_counts(path, none, 64, names, 1, m, &nl, &mixed))
+        decode_pair_path(path, label, ag, 0, "gate in attention and its own launch", 512, 7);
+        decode_pair_path(path, label, ag, 0, "gate in attention and its own launch, split", 2048,
+                         1100);
+        int n[4], g[4], m[4], nl, mixed;
+        if (!plan_counts(path, cf, 64, names, 3, n, &nl, &mixed) ||
+            !plan_counts(path, ag, 64, names, 3, g, &nl, &mixed) ||
+            !plan_counts(path, none, 64, names, 3, m, &nl, &mixed))
             continue;
-        printf("  %s: decode conv1d %d (own launches: %d), prompt %d (%d)\n", label, m[0], n[0],
-               m[1], n[1]);
-        CHECKF(n[0] > 0 && m[0] == 0 && m[1] == n[0] && n[1] == n[0],
-               "%s: decode conv1d %d, prompt %d; with BRASA_GPU_CONV_FUSE=0 %d, %d", label, m[0],
-               m[1], n[0], n[1]);
+        /* (the fixture's layers of attention: those without a DeltaNet) */
+        const int na = nl - n[0];
+        const int kq = t == 1; /* (Q4_K_M: attention converts for a K-format o product) */
+        printf("  %s: decode conv1d %d (own launches: %d), prompt %d (%d); decode eltwise %d, "
+               "quant_act %d (gate's own launch: %d, %d)\n", label, m[0], n[0], m[3], n[3], m[1],
+               m[2], g[1], g[2]);
+        CHECKF(n[0] > 0 && m[0] == 0 && m[3] == n[0] && n[3] == n[0] && na > 0 &&
+                   g[1] - m[1] == na && g[2] - m[2] == (kq ? na : 0),
+               "%s: decode conv1d %d, prompt %d (BRASA_GPU_CONV_FUSE=0: %d, %d); eltwise %d, "
+               "quant_act %d (BRASA_GPU_ATTN_GATE=0: %d, %d), %d layers of attention", label,
+               m[0], m[3], n[0], n[3], m[1], m[2], g[1], g[2], na);
     }
 }
 
@@ -1287,7 +1302,7 @@ TEST(generate_queued)
 TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_conversion_in_product),
           T(upload_staged_equals_pageable),
           T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
-          T(qwen35_launches_folded), T(qwen35_conv_in_products),
+          T(qwen35_launches_folded), T(qwen35_decode_folds),
           T(attention_heads_of_256),
           T(decode_rope_in_products), T(decode_q4k_on_tensor_cores), T(prompt_f16_on_warpgroups),
           T(prompt_dq_on_warpgroups),

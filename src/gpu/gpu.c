@@ -326,6 +326,8 @@ struct gpu_sess {
                               * GPU, so off by default: the per-token kernel) */
     bool conv_fuse;          /* the DeltaNet's convolution in the decode product before it
                               * (conv_into_products; BRASA_GPU_CONV_FUSE=0: its own launch) */
+    bool attn_gate;          /* qwen35's gate after decode attention in attention's output
+                              * (fuse; BRASA_GPU_ATTN_GATE=0: the eltwise launch) */
     bool rope_view;          /* a ROPE reads the VIEW of q before it in place (fuse;
                               * BRASA_GPU_ROPE_VIEW=0: the view's own launch) */
     bool dn_fuse;            /* the DeltaNet's GATES in its kernel and its gated RMSNorm in the
@@ -990,6 +992,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->dn_fuse = !env_is("BRASA_GPU_DN_FUSE", "0");
     s->rope_view = !env_is("BRASA_GPU_ROPE_VIEW", "0");
     s->conv_fuse = !env_is("BRASA_GPU_CONV_FUSE", "0");
+    s->attn_gate = !env_is("BRASA_GPU_ATTN_GATE", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
     s->mmt_dq = env_is("BRASA_GPU_MMT_DQ", "0") ? 0 : env_is("BRASA_GPU_MMT_DQ", "2") ? 2 : 1;
@@ -1187,6 +1190,8 @@ struct pb {
                       * and cache writes its decode launch does (mvd.cu RP), or -1 */
     int *cfuse;      /* MATMUL (the first of its launch): the CONV1D its decode launch does over
                       * its rows (mvd.cu CV), or -1 */
+    int *gfuse;      /* ATTN (decode): the SIGMOID_MUL after it that its launch applies and whose
+                      * output it writes (attn.cu G), or -1 */
     bool *skip;
     int q_src, q_mode; /* what the activation scratch holds now */
     bool recurrent;    /* the graph carries a recurrent state (DeltaNet layers) */
@@ -2070,7 +2075,14 @@ static brasa_status plan_node(struct pb *b, int i)
          * attention (in blocks of 256 / hd heads), or where the merge is a launch that,
          * converts the rows for a K-format o product (no quant_act launch between them). */
         int inm = T == 1 && splits > 1 && b->s->attn_inmerge && nh <= ATTN_CNT;
-        int grp = splits == 1 || inm, aq = attn_converts(b, i, nh, hd, grp, fa);
+        /* with the gate after it folded in (fuse): its output, and the gate */
+        const int gs = b->gfuse[i], on = gs >= 0 ? gs : i;
+        CUdeviceptr G = 0;
+        if (gs >= 0 && ((st = dev_of(b, gs, &out)) || (st = rng(b, out, n->nbytes, "output", gs)) ||
+                        (st = dev_of(b, gr->nodes[gs].in[1], &G)) ||
+                        (st = rng(b, G, n->nbytes, "gate", gs))))
+            return st;
+        int grp = splits == 1 || inm, aq = attn_converts(b, on, nh, hd, grp, fa);
         int ga = aq && grp ? 256 / hd : 1;
         /* a group's scores of a slice (rounded to 4) and q; 2048 floats for the F16 output
          * pass; a group a head of the block */
@@ -2097,6 +2109,7 @@ static brasa_status plan_node(struct pb *b, int i)
             ap(l, aq && grp ? b->xd : 0);
             ap(l, aq && grp ? b->xs : 0);
             ap(l, inm ? b->s->d_cnt + MMT_SPLIT_TILES * 4 : 0);
+            ap(l, G);
         }
         if (l && splits > 1 && !inm &&
             (l = L(b, -1, fm, "attn_merge", i, (unsigned)T, (unsigned)(aq ? nh * hd / 256 : nh), 1,
@@ -2110,9 +2123,10 @@ static brasa_status plan_node(struct pb *b, int i)
             ap(l, aq ? b->xq : 0);
             ap(l, aq ? b->xd : 0);
             ap(l, aq ? b->xs : 0);
+            ap(l, G);
         }
         if (l && aq) {
-            b->q_src = i;
+            b->q_src = on;
             b->q_mode = 1;
         }
         break;
@@ -2250,6 +2264,15 @@ static void rope_table(struct pb *b)
     }
 }
 
+/* Whether the arena buffers of nodes a and c share a byte (leaves, which have none, never). */
+static bool arena_meets(const struct graph *g, int a, int c)
+{
+    const struct graph_node *x = &g->nodes[a], *y = &g->nodes[c];
+    bool leaf = x->op == GOP_WEIGHT || x->op == GOP_STATE || x->op == GOP_INPUT ||
+                y->op == GOP_WEIGHT || y->op == GOP_STATE || y->op == GOP_INPUT;
+    return !leaf && x->offset < y->offset + y->nbytes && y->offset < x->offset + x->nbytes;
+}
+
 /* Two matmuls that one launch can do: same weight type and k, same batch. */
 static bool mm_compatible(const struct graph *g, int a, int c)
 {
@@ -2372,6 +2395,17 @@ static void fuse(struct pb *b)
             b->skip[i] = true;
             b->normsrc[nx] = i;
         }
+        /* the gate after decode attention (qwen35's SIGMOID_MUL, right after it) applied by
+         * attention as it writes its rows, into the SIGMOID_MUL's output: not where that
+         * output's buffer is q's, which attention's other blocks may still read */
+        if (n->op == GOP_ATTN && b->s->attn_gate && n->ne[1] == 1 && b->nuse[i] == 1 && nx >= 0 &&
+            g->nodes[nx].op == GOP_SIGMOID_MUL && g->nodes[nx].in[0] == i &&
+            g->nodes[nx].in[1] >= 0 && g->nodes[nx].nbytes == n->nbytes &&
+            g->nodes[g->nodes[nx].in[1]].nbytes == n->nbytes && nx != g->out &&
+            !arena_meets(g, nx, n->in[0]) && !graph_dump_wanted(b->s->dump, g->nodes[nx].name)) {
+            b->gfuse[i] = nx;
+            b->skip[nx] = true;
+        }
         if (n->op == GOP_KV_STORE && g->nodes[n->in[0]].op == GOP_ROPE && b->nuse[n->in[0]] == 1) {
             b->ropekv[n->in[0]] = i;
             b->skip[i] = true;
@@ -2428,15 +2462,6 @@ static void fuse(struct pb *b)
             }
         }
     }
-}
-
-/* Whether the arena buffers of nodes a and c share a byte (leaves, which have none, never). */
-static bool arena_meets(const struct graph *g, int a, int c)
-{
-    const struct graph_node *x = &g->nodes[a], *y = &g->nodes[c];
-    bool leaf = x->op == GOP_WEIGHT || x->op == GOP_STATE || x->op == GOP_INPUT ||
-                y->op == GOP_WEIGHT || y->op == GOP_STATE || y->op == GOP_INPUT;
-    return !leaf && x->offset < y->offset + y->nbytes && y->offset < x->offset + x->nbytes;
 }
 
 /* The DeltaNet's causal convolution of one token (CONV1D of MVD_CV_TAPS taps, SiLU after) in the
@@ -2683,14 +2708,15 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     b.glu = malloc((size_t)g->n * sizeof(int));
     b.rfuse = malloc((size_t)g->n * sizeof(int));
     b.cfuse = malloc((size_t)g->n * sizeof(int));
+    b.gfuse = malloc((size_t)g->n * sizeof(int));
     b.skip = calloc((size_t)g->n, sizeof(bool));
     if (!b.nuse || !b.normsrc || !b.resadd || !b.ropekv || !b.skip || !b.mnext || !b.glu ||
-        !b.ropeqk || !b.ropev || !b.rfuse || !b.cfuse) {
+        !b.ropeqk || !b.ropev || !b.rfuse || !b.cfuse || !b.gfuse) {
         st = brasa_fail(err, BRASA_ENOMEM, "out of memory");
     } else {
         for (int i = 0; i < g->n; i++)
             b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = b.ropeqk[i] =
-                b.ropev[i] = b.rfuse[i] = b.cfuse[i] = -1;
+                b.ropev[i] = b.rfuse[i] = b.cfuse[i] = b.gfuse[i] = -1;
         fuse(&b);
         if (b.s->fuse)
             conv_into_products(&b);
@@ -2770,6 +2796,7 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
     free(b.ropev);
     free(b.rfuse);
     free(b.cfuse);
+    free(b.gfuse);
     free(b.glu);
     free(b.skip);
     if (st == BRASA_OK)

@@ -82,12 +82,16 @@ __device__ __forceinline__ int eff_splits(int npos, int splits)
 // cnt), the block's rows of O are also converted for the next product as quant_act's mode 1
 // would (the K formats' int8 values and a d a 256-block, q8k_store): the same floats, so the
 // same bytes, with no quant_act launch between attention and the o product.
+// With G (decode; qwen35's gated attention), each final row of O is multiplied by the sigmoid
+// of G's element at the same index, as ops.cu eltwise's SIGMOID_MUL would after it: O is then
+// that node's output (the same floats, and with xq the same conversion), with no launch between.
 // dynamic shared, a group's: (slice + hd) floats, and 2048 more (rounded slice) for an F16
 // cache with hd 16, 32, 64, 128 or (AO256) 256 (the output pass's thread groups of hd / 16
 // must divide the 128 threads, and its 128 / (hd / 16) row groups' sums fit in the 2048).
 extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, float *O,
                                 const int *pos, int nh, int nkv, int hd, float scale, int kv_f16,
-                                int splits, float *part, i8 *xq, float *xd, int *xs, int *cnt)
+                                int splits, float *part, i8 *xq, float *xd, int *xs, int *cnt,
+                                const float *G)
 {
 #ifdef AHD
     hd = AHD;
@@ -254,6 +258,8 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             float v = 0.0f;
             for (int r = 0; r < nrg; r++)
                 v += red2[r * hd + d];
+            if (G && one)
+                v = v * sigmoid_f(G[((long long)t * nh + h) * hd + d]);
             orow[d] = v;
             if (xq && one) // (a partial's rows: converted after the merge)
                 ov[gq * hd + d] = v;
@@ -287,6 +293,8 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                     o += p * ((const float *)Vc)[(long long)j * kvw + kvh * hd + d];
                 }
             }
+            if (G && one)
+                o = o * sigmoid_f(G[((long long)t * nh + h) * hd + d]);
             orow[d] = o;
             if (xq && one)
                 ov[gq * hd + d] = o;
@@ -309,7 +317,9 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             return;
         __threadfence();
         for (int d = tid; d < hd; d += 128) {
-            const float o = merge_row(part, t, nh, h, hd, splits, eff, d);
+            float o = merge_row(part, t, nh, h, hd, splits, eff, d);
+            if (G)
+                o = o * sigmoid_f(G[((long long)t * nh + h) * hd + d]);
             O[((long long)t * nh + h) * hd + d] = o;
             if (xq)
                 ov[gq * hd + d] = o;
@@ -329,9 +339,10 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
 // next product as quant_act's mode 1 would (the K formats' int8 values with a d a 256-block,
 // q8k_store): the same floats, so the same bytes, with no quant_act launch between attention
 // and the o product. A token that took one split (eff_splits) has its row of O from attn: with
-// xq it is converted, else there is nothing to do.
+// xq it is converted, else there is nothing to do. G as in attn (the merged rows gated).
 extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int hd, int splits,
-                                      const int *pos, i8 *xq, float *xd, int *xs)
+                                      const int *pos, i8 *xq, float *xd, int *xs,
+                                      const float *G)
 {
 #ifdef AHD
     hd = AHD;
@@ -349,6 +360,8 @@ extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int h
         o = O[((long long)t * nh + h) * hd + d];
     } else {
         o = merge_row(part, t, nh, h, hd, splits, eff, d);
+        if (G && d < hd)
+            o = o * sigmoid_f(G[((long long)t * nh + h) * hd + d]);
         if (d < hd)
             O[((long long)t * nh + h) * hd + d] = o;
     }
