@@ -631,7 +631,7 @@ TEST(qwen35_decode_folds)
  * Q8_0) through the F16 output pass of the heads of 128 (the default) against the
  * thread-per-element pass (BRASA_GPU_ATTN_256=0): the same products, summed in another order;
  * in one pass and split along a context of 2,048 (a 1,100-token prompt). And the prompt's
- * attention over those heads on the tensor cores. */
+ * attention over those heads on the tensor cores (fa.cu) against the per-token kernel. */
 TEST(attention_heads_of_256)
 {
     if (!gpu_present())
@@ -645,16 +645,18 @@ TEST(attention_heads_of_256)
     decode_pair_path(buf, "qwen35 tiny256 Q8_0", env, 1e-4,
                      "heads of 256: the F16 output pass and a thread per element, split", 2048,
                      1100);
-    /* the prompt's attention on the tensor cores (fa.cu with heads of 256: BRASA_GPU_FA256=1,
-     * not yet the default) against the per-token kernel: Q and the probabilities rounded to
-     * F16 there (as the CPU backend rounds them), so a bound of 5e-3 */
-    static const char *const fa[] = {"BRASA_GPU_FA256", "1", NULL};
+    /* the prompt's attention on the tensor cores (fa.cu with heads of 256, the default)
+     * against the per-token kernel (BRASA_GPU_FA256=0): Q and the probabilities rounded to F16
+     * in both (as the CPU backend rounds them) but summed in other orders, which this model's
+     * random weights magnify: 9.3e-3 apart on an H100, each about 2e-2 from the CPU backend
+     * (BENCHMARKS.md, session 39), where a wrong kernel is off by order 1; so a bound of 2e-2 */
+    static const char *const fa[] = {"BRASA_GPU_FA256", "0", NULL};
     pair_prompt = true; /* (tiny256's one attention layer is its last: only the prompt's own
                          * logits see the prompt's attention) */
-    decode_pair_path(buf, "qwen35 tiny256 Q8_0", fa, 5e-3,
+    decode_pair_path(buf, "qwen35 tiny256 Q8_0", fa, 2e-2,
                      "prompt attention over heads of 256 on the tensor cores and per token", 512,
                      100);
-    decode_pair_path(buf, "qwen35 tiny256 Q8_0", fa, 5e-3,
+    decode_pair_path(buf, "qwen35 tiny256 Q8_0", fa, 2e-2,
                      "prompt attention over heads of 256 on the tensor cores and per token", 2048,
                      1100);
     pair_prompt = false;

@@ -18,10 +18,6 @@
 #                                      one GPU; FILES default "7b,q4_k_m 32b,q4_k_m")
 # ab, profile, timeline, sass, vs and tp only build brasa and use FILES (default "7b,q4_k_m 1.5b,q4_k_m";
 # a shape of Qwen2.5's, or "arch/shape" for another family's: FILES="qwen35/4b,q4_k_m").
-# Still to run on a GPU (BENCHMARKS.md, session 38): BRASA_SHARED=... build-dev/tests/test_gpu
-# attention_heads_of_256 (now comparing the prompt's logits: fa.cu over heads of 256), `full`
-# (its qwen35 tiny256 line), then, for the qwen35 prompt,
-#   AB_P=512 FILES="qwen35/4b,q4_k_m" AB="X=0 BRASA_GPU_DN_FUSE=2 BRASA_GPU_FA256=1" tools/gpu_check.sh ab
 # Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
@@ -210,7 +206,7 @@ fi
 
 # prompt attention on the tensor cores (fa.cu) and the per-token kernel against the CPU
 # backend: the logits of a 150-token prompt (every 7th row; token ids below $2) of file $1, as
-# one line; the environment given after them applies to the GPU runs (BRASA_GPU_FA256=1)
+# one line; the environment given after them applies to the GPU runs
 fa_vs_cpu() {
   local file=$1 nv=$2 v ids
   shift 2
@@ -294,10 +290,10 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
       note "$spec $c kernel cache: run (load + prompt + 1 token) $(( (s1 - s0) / 1000000 )) ms wall; $(grep -m1 'kernels:' "$out/run_$2_$3_$c.txt" | cut -c8-240); $(grep -m1 -iE 'prompt' "$out/run_$2_$3_$c.txt" | tr -s ' ' | cut -c1-80)"
     done
   done
-  # the same over heads of 256 (qwen35's; fa.cu there with BRASA_GPU_FA256=1), on a
+  # the same over heads of 256 (qwen35's; fa.cu there by default), on a
   # synthesized qwen35 whose second layer is gated attention with heads of 256
   if command -v python3 >/dev/null && synth qwen35/tiny256 q8_0; then
-    note "attention, qwen35 tiny256 q8_0 (heads of 256, fa.cu with BRASA_GPU_FA256=1), 150-token prompt: $(fa_vs_cpu "$f" 4000 BRASA_GPU_FA256=1)"
+    note "attention, qwen35 tiny256 q8_0 (heads of 256), 150-token prompt: $(fa_vs_cpu "$f" 4000)"
   fi
 fi
 

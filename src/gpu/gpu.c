@@ -322,8 +322,8 @@ struct gpu_sess {
                               * pinned memory (BRASA_GPU_TOPK_HOST=0: a copy after it, as
                               * before; a measurement) */
     bool fa;                 /* prompt attention on the tensor cores (BRASA_GPU_FA=0: off) */
-    bool fa256;              /* ... for heads of 256 too (BRASA_GPU_FA256=1; not yet run on a
-                              * GPU, so off by default: the per-token kernel) */
+    bool fa256;              /* ... for heads of 256 too (BRASA_GPU_FA256=0: the per-token
+                              * kernel) */
     bool conv_fuse;          /* the DeltaNet's convolution in the decode product before it
                               * (conv_into_products; BRASA_GPU_CONV_FUSE=0: its own launch) */
     bool attn_gate;          /* qwen35's gate after decode attention in attention's output
@@ -988,7 +988,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->force_ks = env_int("BRASA_GPU_MVD_KS", 0);
     s->mvd_mix = !env_is("BRASA_GPU_MVD_MIX", "0");
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
-    s->fa256 = env_is("BRASA_GPU_FA256", "1"); /* (not yet run on a GPU) */
+    s->fa256 = !env_is("BRASA_GPU_FA256", "0");
     s->dn_fuse = !env_is("BRASA_GPU_DN_FUSE", "0");
     s->rope_view = !env_is("BRASA_GPU_ROPE_VIEW", "0");
     s->conv_fuse = !env_is("BRASA_GPU_CONV_FUSE", "0");
