@@ -114,7 +114,7 @@ struct gpu {
      * arguments), and quantize.cu for each mode of quant_act, loaded when first used: the code
      * a launch runs is fetched anew each layer, so kernels carry only their own paths
      * (BRASA_GPU_SPEC=0: the ones for any) */
-    struct { int hd, f16; CUmodule m; CUfunction fn[2]; } ak[5]; /* attn, attn_merge */
+    struct { int hd, f16, gate; CUmodule m; CUfunction fn[2]; } ak[5]; /* attn, attn_merge */
     CUmodule m_qm[5];
     CUfunction k_qm[5];
     struct { int key; CUmodule m; CUfunction fn; } mf[32]; /* mvf.cu variants, when first used */
@@ -712,29 +712,32 @@ static brasa_status load_module(struct gpu *g, const char *tmpl, const struct ji
 }
 
 /* The attention kernels (attn.cu: attn, attn_merge) for heads of hd values and an F16 (f16)
- * or F32 cache. Slot 0 holds the kernels for any shape (BRASA_GPU_SPEC=0, or a fifth kind in
+ * or F32 cache, with the gate after them (attn.cu AG) or without. Slot 0 holds the kernels for any shape (BRASA_GPU_SPEC=0, or a fifth kind in
  * one process), slots 1-4 the rendered ones, filled in order. */
-static brasa_status get_attn(struct gpu *g, int hd, int f16, CUfunction *fn, CUfunction *merge,
-                             struct brasa_err *err)
+static brasa_status get_attn(struct gpu *g, int hd, int f16, int gate, CUfunction *fn,
+                             CUfunction *merge, struct brasa_err *err)
 {
     static const char *const names[2] = {"attn", "attn_merge"};
     int i = 0;
     if (g->spec)
-        for (i = 1; i < 5 && g->ak[i].fn[0] && (g->ak[i].hd != hd || g->ak[i].f16 != f16); i++)
+        for (i = 1; i < 5 && g->ak[i].fn[0] &&
+                    (g->ak[i].hd != hd || g->ak[i].f16 != f16 || g->ak[i].gate != gate);
+             i++)
             ;
     if (i == 5)
         i = 0;
     if (!g->ak[i].fn[0]) {
         /* (AO256: heads of 256 through the F16 output pass of the heads of 128 and their
          * key rows in one round; BRASA_GPU_ATTN_256=0: a thread per element) */
-        struct jit_def defs[3] = {{"AHD", hd}, {"AF16", f16}, {"AO256", 1}};
+        struct jit_def defs[4] = {{"AHD", hd}, {"AF16", f16}, {"AG", gate != 0}, {"AO256", 1}};
         brasa_status st = load_module(g, "attn.cu", defs,
-                                      !i ? 0 : hd == 256 && f16 && g->attn256 ? 3 : 2, names, 2,
+                                      !i ? 0 : hd == 256 && f16 && g->attn256 ? 4 : 3, names, 2,
                                       &g->ak[i].m, g->ak[i].fn, err);
         if (st != BRASA_OK)
             return st;
         g->ak[i].hd = hd;
         g->ak[i].f16 = f16;
+        g->ak[i].gate = i ? gate != 0 : 1; /* (slot 0's take a gate or none at run time) */
     }
     *fn = g->ak[i].fn[0];
     *merge = g->ak[i].fn[1];
@@ -2068,7 +2071,7 @@ static brasa_status plan_node(struct pb *b, int i)
         int splits = attn_splits((int)T, n_ctx);
         int f16 = kc->type == T_F16 && vc->type == T_F16;
         CUfunction fa, fm;
-        if ((st = get_attn(g, hd, f16, &fa, &fm, b->err)) != BRASA_OK)
+        if ((st = get_attn(g, hd, f16, b->gfuse[i] >= 0, &fa, &fm, b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "attention %s", n->name);
         /* decode: split along the context, attention's last block of each merges the splits
          * (no attn_merge launch; BRASA_GPU_ATTN_MERGE=1: the launch, a measurement). And

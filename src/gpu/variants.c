@@ -172,13 +172,16 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
         out[n++] = (struct gpu_variant){.tmpl = "quantize.cu", .defs = {{"QMODE", m}}};
     if (n < cap)
         out[n++] = (struct gpu_variant){.tmpl = "attn.cu"};
-    for (int hd = 64; hd <= 256; hd *= 2) /* attention for a head size and cache type */
-        for (int f16 = 0; f16 < 2 && n < cap; f16++)
-            out[n++] = (struct gpu_variant){.tmpl = "attn.cu",
-                                            .defs = {{"AHD", hd}, {"AF16", f16}}};
-    if (n < cap) /* (heads of 256 in the F16 output pass, the default) */
+    for (int hd = 64; hd <= 256; hd *= 2) /* attention for a head size and cache type, with */
+        for (int f16 = 0; f16 < 2; f16++)  /* the gate after it or without */
+            for (int ag = 0; ag < 2 && n < cap; ag++)
+                out[n++] = (struct gpu_variant){.tmpl = "attn.cu",
+                                                .defs = {{"AHD", hd}, {"AF16", f16}, {"AG", ag}}};
+    for (int ag = 0; ag < 2 && n < cap; ag++) /* (heads of 256 in the F16 output pass, the
+                                               * default) */
         out[n++] = (struct gpu_variant){.tmpl = "attn.cu",
-                                        .defs = {{"AHD", 256}, {"AF16", 1}, {"AO256", 1}}};
+                                        .defs = {{"AHD", 256}, {"AF16", 1}, {"AG", ag},
+                                                 {"AO256", 1}}};
     for (int i = 0; i < gpu_n_matvec_types; i++)
         for (int nc = 1; nc <= 8; nc += 7)
             for (int glu = 0; glu < 2; glu++)

@@ -53,6 +53,9 @@ __device__ __forceinline__ void q8k_rows(const float *ov, int lane, i8 *xq, floa
 #ifndef AO256
 #define AO256 0
 #endif
+#ifndef AG
+#define AG 1
+#endif
 #if defined(AHD) && AHD == 256 && AO256 && !defined(AKU)
 #define AKU 32
 #define AVQ 8
@@ -85,6 +88,8 @@ __device__ __forceinline__ int eff_splits(int npos, int splits)
 // With G (decode; qwen35's gated attention), each final row of O is multiplied by the sigmoid
 // of G's element at the same index, as ops.cu eltwise's SIGMOID_MUL would after it: O is then
 // that node's output (the same floats, and with xq the same conversion), with no launch between.
+// AG 0: no gate (G ignored): the kernels of models without one carry no code for it (the 1.5B
+// qwen2 tg128 was 1.3% slower with it, BENCHMARKS.md).
 // dynamic shared, a group's: (slice + hd) floats, and 2048 more (rounded slice) for an F16
 // cache with hd 16, 32, 64, 128 or (AO256) 256 (the output pass's thread groups of hd / 16
 // must divide the 128 threads, and its 128 / (hd / 16) row groups' sums fit in the 2048).
@@ -258,7 +263,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
             float v = 0.0f;
             for (int r = 0; r < nrg; r++)
                 v += red2[r * hd + d];
-            if (G && one)
+            if (AG && G && one)
                 v = v * sigmoid_f(G[((long long)t * nh + h) * hd + d]);
             orow[d] = v;
             if (xq && one) // (a partial's rows: converted after the merge)
@@ -293,7 +298,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
                     o += p * ((const float *)Vc)[(long long)j * kvw + kvh * hd + d];
                 }
             }
-            if (G && one)
+            if (AG && G && one)
                 o = o * sigmoid_f(G[((long long)t * nh + h) * hd + d]);
             orow[d] = o;
             if (xq && one)
@@ -318,7 +323,7 @@ extern "C" __global__ void attn(const float *Q, const void *Kc, const void *Vc, 
         __threadfence();
         for (int d = tid; d < hd; d += 128) {
             float o = merge_row(part, t, nh, h, hd, splits, eff, d);
-            if (G)
+            if (AG && G)
                 o = o * sigmoid_f(G[((long long)t * nh + h) * hd + d]);
             O[((long long)t * nh + h) * hd + d] = o;
             if (xq)
@@ -360,7 +365,7 @@ extern "C" __global__ void attn_merge(const float *part, float *O, int nh, int h
         o = O[((long long)t * nh + h) * hd + d];
     } else {
         o = merge_row(part, t, nh, h, hd, splits, eff, d);
-        if (G && d < hd)
+        if (AG && G && d < hd)
             o = o * sigmoid_f(G[((long long)t * nh + h) * hd + d]);
         if (d < hd)
             O[((long long)t * nh + h) * hd + d] = o;
