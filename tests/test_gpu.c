@@ -540,6 +540,17 @@ TEST(final_norm_in_lm_head)
     }
 }
 
+/* The qwen35 fixture of quant type (e.g. "Q8_0") and its label ("qwen35 Q8_0") in label;
+ * NULL where the fixtures lack it. */
+static const char *qwen35_fixture(const char *type, char *label, size_t n)
+{
+    char rel[64];
+    snprintf(rel, sizeof rel, "fixtures/qwen35.%s.gguf", type);
+    snprintf(label, n, "qwen35 %s", type);
+    const char *path = test_shared_path(rel);
+    return test_file_exists(path) ? path : NULL;
+}
+
 /* qwen35's launches folded into others: the DeltaNet's gates computed in its kernel (decode)
  * and its gated RMSNorm in the output product's conversion (quant_act z) against their own
  * launches (BRASA_GPU_DN_FUSE=0), prompt and decode: the gates the same bits (Q8_0, whose norm
@@ -557,11 +568,9 @@ TEST(qwen35_launches_folded)
     static const char *const none[] = {NULL}, *const names[] = {"gates", "norm_rows", "view"};
     static const char *const types[2] = {"Q8_0", "Q4_K_M"};
     for (int t = 0; t < 2; t++) {
-        char rel[64], label[64];
-        snprintf(rel, sizeof rel, "fixtures/qwen35.%s.gguf", types[t]);
-        snprintf(label, sizeof label, "qwen35 %s", types[t]);
-        const char *path = test_shared_path(rel);
-        if (!test_file_exists(path))
+        char label[64];
+        const char *path = qwen35_fixture(types[t], label, sizeof label);
+        if (!path)
             continue;
         decode_pair_path(path, label, env, t == 0 ? 0 : 1e-4, "folded and own launches", 512, 7);
         decode_pair_path(path, label, rv, 0, "rope reading the view and the view's launch", 512,
@@ -597,11 +606,9 @@ TEST(qwen35_decode_folds)
     static const char *const names[] = {"conv1d", "eltwise", "quant_act"};
     static const char *const types[3] = {"Q8_0", "Q4_K_M", "F16"};
     for (int t = 0; t < 3; t++) {
-        char rel[64], label[64];
-        snprintf(rel, sizeof rel, "fixtures/qwen35.%s.gguf", types[t]);
-        snprintf(label, sizeof label, "qwen35 %s", types[t]);
-        const char *path = test_shared_path(rel);
-        if (!test_file_exists(path))
+        char label[64];
+        const char *path = qwen35_fixture(types[t], label, sizeof label);
+        if (!path)
             continue;
         decode_pair_path(path, label, cf, 0, "convolution in the product and its own launch",
                          512, 7);
