@@ -21,8 +21,9 @@
 # Builds brasa, runs the GPU tests (fixtures vs goldens and vs the CPU backend, graph == eager),
 # compute-sanitizer memcheck/racecheck on a prefill and decode steps, the kernel benchmark
 # (copy roofline, matvec bandwidth per format) and, in `full`, tg128/pp512 on synthetic
-# Qwen2.5 files made here with `brasa synth`, with per-kernel profiles, load times and the
-# prompt attention kernels' logits against the CPU backend (heads of 128). Logs go to $OUT
+# Qwen2.5 files made here with `brasa synth` (and a Qwen3.5-4B-shaped one), with per-kernel
+# profiles, load times and the prompt attention kernels' logits against the CPU backend
+# (heads of 128, and 256 on a tiny qwen35). Logs go to $OUT
 # (or /tmp/gpu_check); a short table is printed last.
 set -u
 mode=${1:-quick}
@@ -239,10 +240,11 @@ PY
 }
 
 if [ "$mode" = full ] && [ -x $B/brasa ]; then
-  for spec in "qwen2 1.5b q4_k_m" "qwen2 7b q4_k_m" "qwen2 7b q8_0" "qwen2 1.5b q8_0" "qwen2 1.5b f16"; do
+  for spec in "qwen2 1.5b q4_k_m" "qwen2 7b q4_k_m" "qwen2 7b q8_0" "qwen2 1.5b q8_0" "qwen2 1.5b f16" \
+    "qwen35 4b q4_k_m"; do
     set -- $spec
     [ $SECONDS -gt ${BUDGET_S:-420} ] && { note "skipped $spec (time)"; continue; }
-    synth $2 $3 || continue
+    synth "$1/$2" "$3" || continue
     rm -rf "$BRASA_CACHE"  # cold kernel cache for the first load
     $B/brasa bench -m "$f" -p 512 -n 128 -r 3 --gen >"$out/bench_$2_$3.txt" 2>&1
     cat "$out/bench_$2_$3.txt"
@@ -250,12 +252,12 @@ if [ "$mode" = full ] && [ -x $B/brasa ]; then
     # decode without programmatic dependent launch, for comparison
     BRASA_GPU_PDL=0 $B/brasa bench -m "$f" -p 0 -n 128 -r 2 >"$out/benchnopdl_$2_$3.txt" 2>&1
     note "bench $spec without PDL: $(grep -E 'tg128' "$out/benchnopdl_$2_$3.txt" | awk -F'|' '{printf "%s %s; ", $7, $8}')"
-    if [ "$3" = q4_k_m ] && command -v python3 >/dev/null; then
+    if [ "$3" = q4_k_m ] && [ "$1" = qwen2 ] && command -v python3 >/dev/null; then
       # prompt attention on the tensor cores (fa.cu, heads of 128 here) and the per-token
       # kernel, each against the CPU backend
       note "attention, $spec, 150-token prompt, largest |a - b| / max |b| per row: $(fa_vs_cpu "$f" 150000)"
     fi
-    if [ "$3" = q4_k_m ]; then
+    if [ "$3" = q4_k_m ] && [ "$1" = qwen2 ]; then
       # the sampler's candidates chosen on the device (top-k kernel) against the whole row sent
       # to the host (BRASA_GPU_TOPK=0): the same text, and the generation speed of each
       for t in 0 0.8; do
