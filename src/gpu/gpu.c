@@ -712,8 +712,9 @@ static brasa_status load_module(struct gpu *g, const char *tmpl, const struct ji
 }
 
 /* The attention kernels (attn.cu: attn, attn_merge) for heads of hd values and an F16 (f16)
- * or F32 cache, with the gate after them (attn.cu AG) or without. Slot 0 holds the kernels for any shape (BRASA_GPU_SPEC=0, or a fifth kind in
- * one process), slots 1-4 the rendered ones, filled in order. */
+ * or F32 cache, with the gate after them (attn.cu AG) or without. Slot 0 holds the kernels
+ * for any shape, gate or none (BRASA_GPU_SPEC=0, or a fifth kind in one process), slots 1-4
+ * the rendered ones, filled in order. */
 static brasa_status get_attn(struct gpu *g, int hd, int f16, int gate, CUfunction *fn,
                              CUfunction *merge, struct brasa_err *err)
 {
@@ -737,7 +738,7 @@ static brasa_status get_attn(struct gpu *g, int hd, int f16, int gate, CUfunctio
             return st;
         g->ak[i].hd = hd;
         g->ak[i].f16 = f16;
-        g->ak[i].gate = i ? gate != 0 : 1; /* (slot 0's take a gate or none at run time) */
+        g->ak[i].gate = gate != 0;
     }
     *fn = g->ak[i].fn[0];
     *merge = g->ak[i].fn[1];
@@ -2267,13 +2268,18 @@ static void rope_table(struct pb *b)
     }
 }
 
+/* Whether node n is a leaf (INPUT, WEIGHT, STATE): data of its own, no arena buffer or launch. */
+static bool is_leaf(const struct graph_node *n)
+{
+    return n->op == GOP_INPUT || n->op == GOP_WEIGHT || n->op == GOP_STATE;
+}
+
 /* Whether the arena buffers of nodes a and c share a byte (leaves, which have none, never). */
 static bool arena_meets(const struct graph *g, int a, int c)
 {
     const struct graph_node *x = &g->nodes[a], *y = &g->nodes[c];
-    bool leaf = x->op == GOP_WEIGHT || x->op == GOP_STATE || x->op == GOP_INPUT ||
-                y->op == GOP_WEIGHT || y->op == GOP_STATE || y->op == GOP_INPUT;
-    return !leaf && x->offset < y->offset + y->nbytes && y->offset < x->offset + x->nbytes;
+    return !is_leaf(x) && !is_leaf(y) && x->offset < y->offset + y->nbytes &&
+           y->offset < x->offset + x->nbytes;
 }
 
 /* Two matmuls that one launch can do: same weight type and k, same batch. */
@@ -2311,6 +2317,44 @@ static bool chain_after(const struct pb *b, int j)
            w->ne[1] % mmt_tile_rows(mode) == 0;
 }
 
+/* The DeltaNet's causal convolution of one token (CONV1D of MVD_CV_TAPS taps, SiLU after) in the
+ * epilogue of the decode product that makes its input (mvd.cu CV: one launch fewer a layer):
+ * that product the first of its launch, read by the convolution alone. The launch then writes
+ * the convolution's output before the nodes between them run, so that output's buffer must not
+ * be one they, or the launch itself, read or write. */
+static void conv_into_products(struct pb *b)
+{
+    const struct graph *g = b->g;
+    for (int i = 0; i < g->n && b->s->conv_fuse; i++) {
+        const struct graph_node *n = &g->nodes[i];
+        int m = n->in[0];
+        if (n->op != GOP_CONV1D || n->ne[1] != 1 || n->p.i[0] != MVD_CV_TAPS || n->p.i[1] != 1 ||
+            i == g->out || graph_dump_wanted(b->s->dump, n->name) || m < 0)
+            continue;
+        const struct graph_node *mn = &g->nodes[m];
+        if (mn->op != GOP_MATMUL || b->nuse[m] != 1 || b->skip[m] || b->glu[m] >= 0 ||
+            b->rfuse[m] >= 0 || b->resadd[m] >= 0 || m == g->out || mn->ne[0] != n->ne[0] ||
+            graph_dump_wanted(b->s->dump, mn->name))
+            continue;
+        bool clear = true;
+        for (int j = m; j < i && clear; j++) {
+            clear = j == m || !arena_meets(g, i, j); /* (what they write) */
+            for (int q = 0; q < GRAPH_MAX_IN && clear; q++) {
+                int u = g->nodes[j].in[q];
+                if (u < 0)
+                    continue;
+                clear = !arena_meets(g, i, u);
+                if (clear && b->normsrc[j] == u) /* (a folded norm: its input is read) */
+                    clear = !arena_meets(g, i, g->nodes[u].in[0]);
+            }
+        }
+        if (clear) {
+            b->cfuse[m] = i;
+            b->skip[i] = true;
+        }
+    }
+}
+
 /* The fusion pass: a table of node patterns rewritten into fused launches.
  *   RMS_NORM (whole rows) -> only MATMULs   : the norm is applied in the activation conversion
  *   MATMUL -> ADD (as its scaled term)       : residual add (and bias) in the matvec epilogue
@@ -2319,6 +2363,12 @@ static bool chain_after(const struct pb *b, int j)
  *   MATMUL gate, MATMUL up -> SWIGLU          : one launch, each warp a gate and an up row
  *   ROPE q, ROPE k + KV_STORE, KV_STORE v     : one launch; in decode, in the q/k/v products
  *                                               (rope_into_products)
+ *   VIEW of whole heads -> ROPE               : the rope reads the view's input in place
+ *   GATES -> DELTANET (decode)                : the gates made by the DeltaNet kernel
+ *   RMS_NORM_GATE -> MATMUL                   : the gated norm in the activation conversion
+ *   ATTN -> SIGMOID_MUL (decode)              : the gate applied by attention to its rows
+ *   MATMUL -> CONV1D (decode)                 : the convolution in the product's epilogue
+ *                                               (conv_into_products)
  * Nodes named in BRASA_DUMP and the output node are never fused away. */
 static void fuse(struct pb *b)
 {
@@ -2465,44 +2515,7 @@ static void fuse(struct pb *b)
             }
         }
     }
-}
-
-/* The DeltaNet's causal convolution of one token (CONV1D of MVD_CV_TAPS taps, SiLU after) in the
- * epilogue of the decode product that makes its input (mvd.cu CV: one launch fewer a layer):
- * that product the first of its launch, read by the convolution alone. The launch then writes
- * the convolution's output before the nodes between them run, so that output's buffer must not
- * be one they, or the launch itself, read or write. */
-static void conv_into_products(struct pb *b)
-{
-    const struct graph *g = b->g;
-    for (int i = 0; i < g->n && b->s->conv_fuse; i++) {
-        const struct graph_node *n = &g->nodes[i];
-        int m = n->in[0];
-        if (n->op != GOP_CONV1D || n->ne[1] != 1 || n->p.i[0] != MVD_CV_TAPS || n->p.i[1] != 1 ||
-            i == g->out || graph_dump_wanted(b->s->dump, n->name) || m < 0)
-            continue;
-        const struct graph_node *mn = &g->nodes[m];
-        if (mn->op != GOP_MATMUL || b->nuse[m] != 1 || b->skip[m] || b->glu[m] >= 0 ||
-            b->rfuse[m] >= 0 || b->resadd[m] >= 0 || m == g->out || mn->ne[0] != n->ne[0] ||
-            graph_dump_wanted(b->s->dump, mn->name))
-            continue;
-        bool clear = true;
-        for (int j = m; j < i && clear; j++) {
-            clear = j == m || !arena_meets(g, i, j); /* (what they write) */
-            for (int q = 0; q < GRAPH_MAX_IN && clear; q++) {
-                int u = g->nodes[j].in[q];
-                if (u < 0)
-                    continue;
-                clear = !arena_meets(g, i, u);
-                if (clear && b->normsrc[j] == u) /* (a folded norm: its input is read) */
-                    clear = !arena_meets(g, i, g->nodes[u].in[0]);
-            }
-        }
-        if (clear) {
-            b->cfuse[m] = i;
-            b->skip[i] = true;
-        }
-    }
+    conv_into_products(b);
 }
 
 /* Workspace bytes of a graph: arena, activation scratch, attention partials, and the split
@@ -2721,14 +2734,12 @@ brasa_status gpu_sess_prepare(struct gpu_sess *s, const struct graph *g, int n_c
             b.normsrc[i] = b.resadd[i] = b.ropekv[i] = b.mnext[i] = b.glu[i] = b.ropeqk[i] =
                 b.ropev[i] = b.rfuse[i] = b.cfuse[i] = b.gfuse[i] = -1;
         fuse(&b);
-        if (b.s->fuse)
-            conv_into_products(&b);
         rope_table(&b);
         if (p->rope_half)
             st = cst_alloc(s, p->rope_half, p->rope_ts, n_ctx, err);
         for (int i = 0; i < g->n && st == BRASA_OK; i++) {
             const struct graph_node *n = &g->nodes[i];
-            if (n->op == GOP_INPUT || n->op == GOP_WEIGHT || n->op == GOP_STATE || b.skip[i])
+            if (is_leaf(n) || b.skip[i])
                 continue;
             st = plan_node(&b, i);
         }
