@@ -634,6 +634,38 @@ TEST(qwen35_decode_folds)
     }
 }
 
+/* qwen35's prompt DeltaNet with each chunk of tokens staged in shared memory (ops.cu
+ * deltanet_staged, the default) against the kernel of decode (BRASA_GPU_DN_STAGE=0): the same
+ * arithmetic token by token, so the same bits, prompt and decode, over one partial chunk and
+ * over several (100 tokens); and the launches: every prompt DeltaNet staged, decode's not. */
+TEST(qwen35_prompt_deltanet_staged)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const env[] = {"BRASA_GPU_DN_STAGE", "0", NULL};
+    static const char *const none[] = {NULL}, *const names[] = {"deltanet_staged", "deltanet"};
+    static const char *const types[3] = {"Q8_0", "Q4_K_M", "F16"};
+    for (int t = 0; t < 3; t++) {
+        char label[64];
+        const char *path = qwen35_fixture(types[t], label, sizeof label);
+        if (!path)
+            continue;
+        pair_prompt = true;
+        decode_pair_path(path, label, env, 0, "staged DeltaNet and decode's", 512, 7);
+        decode_pair_path(path, label, env, 0, "staged DeltaNet and decode's", 512, 100);
+        pair_prompt = false;
+        int n[3], m[3], nl, mixed;
+        if (!plan_counts(path, env, 64, names, 2, n, &nl, &mixed) ||
+            !plan_counts(path, none, 64, names, 2, m, &nl, &mixed))
+            continue;
+        printf("  %s: prompt deltanet_staged %d (BRASA_GPU_DN_STAGE=0: %d), decode deltanet %d, "
+               "deltanet_staged %d\n", label, m[2], n[2], m[1], m[0]);
+        CHECKF(m[1] > 0 && m[2] == m[1] && m[0] == 0 && n[2] == 0 && n[1] == m[1],
+               "%s: prompt deltanet_staged %d (BRASA_GPU_DN_STAGE=0: %d); decode deltanet %d "
+               "(%d), deltanet_staged %d", label, m[2], n[2], m[1], n[1], m[0]);
+    }
+}
+
 /* Decode attention over heads of 256 (qwen35's; a synthesized tiny qwen35 with heads of 256,
  * Q8_0) through the F16 output pass of the heads of 128 (the default) against the
  * thread-per-element pass (BRASA_GPU_ATTN_256=0): the same products, summed in another order;
@@ -1312,6 +1344,7 @@ TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_convers
           T(upload_staged_equals_pageable),
           T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
           T(qwen35_launches_folded), T(qwen35_decode_folds),
+          T(qwen35_prompt_deltanet_staged),
           T(attention_heads_of_256),
           T(decode_rope_in_products), T(decode_q4k_on_tensor_cores), T(prompt_f16_on_warpgroups),
           T(prompt_dq_on_warpgroups),

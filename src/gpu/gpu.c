@@ -92,11 +92,11 @@ struct mv_kernel {
     CUfunction fn;
 };
 
-enum { K_GET_ROWS, K_NORM, K_ELT, K_VIEW, K_ROPE, K_KV, K_CONV, K_GATES, K_DELTA, K_TOPK,
-       K_TOPKP, K_QUANT, K_COUNT };
+enum { K_GET_ROWS, K_NORM, K_ELT, K_VIEW, K_ROPE, K_KV, K_CONV, K_GATES, K_DELTA, K_DELTA_S,
+       K_TOPK, K_TOPKP, K_QUANT, K_COUNT };
 static const char *const k_names[K_COUNT] = {"get_rows", "norm_rows", "eltwise", "view", "rope",
-                                             "kv_store", "conv1d", "gates", "deltanet", "topk",
-                                             "topk_part", "quant_act"};
+                                             "kv_store", "conv1d", "gates", "deltanet",
+                                             "deltanet_staged", "topk", "topk_part", "quant_act"};
 
 struct gpu {
     struct drv d;
@@ -333,6 +333,8 @@ struct gpu_sess {
     bool dn_fuse;            /* the DeltaNet's GATES in its kernel and its gated RMSNorm in the
                               * output product's conversion (fuse; BRASA_GPU_DN_FUSE=0: their
                               * own launches) */
+    bool dn_stage;           /* prompts' DeltaNet with its inputs staged in shared memory
+                              * (BRASA_GPU_DN_STAGE=0: the kernel of decode) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
     int mmt_dq;              /* quantized prompt weights dequantized into F16 tiles: 0 never,
@@ -994,6 +996,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->fa256 = !env_is("BRASA_GPU_FA256", "0");
     s->dn_fuse = !env_is("BRASA_GPU_DN_FUSE", "0");
+    s->dn_stage = !env_is("BRASA_GPU_DN_STAGE", "0");
     s->rope_view = !env_is("BRASA_GPU_ROPE_VIEW", "0");
     s->conv_fuse = !env_is("BRASA_GPU_CONV_FUSE", "0");
     s->attn_gate = !env_is("BRASA_GPU_ATTN_GATE", "0");
@@ -2170,8 +2173,14 @@ static brasa_status plan_node(struct pb *b, int i)
                 (st = rng(b, gin[j], (size_t)(j < 2 ? T : 1) * (size_t)p[1] * 4, "gate input",
                           i)))
                 return st;
-        if ((l = L(b, K_DELTA, NULL, NULL, i, (unsigned)p[1], (unsigned)((p[3] + 15) / 16), 1, 128,
-                   0))) {
+        /* prompts: deltanet_staged, each chunk of C tokens' rows copied into shared memory
+         * while the chunk before is used (BRASA_GPU_DN_STAGE=0: deltanet) */
+        const bool stg = T > 1 && b->s->dn_stage;
+        const int C = p[2] <= 128 ? 16 : 8;
+        const bool v4 = p[2] % 4 == 0 && p[3] % 4 == 0 && in[0] % 16 == 0;
+        if ((l = L(b, stg ? K_DELTA_S : K_DELTA, NULL, NULL, i, (unsigned)p[1],
+                   (unsigned)((p[3] + 15) / 16), 1, 128,
+                   stg ? (unsigned)(2 * C * (2 * p[2] + 18) * 4) : 0))) {
             ap(l, in[0]);
             ap(l, gf ? 0 : in[1]);
             for (int j = 0; j < 4; j++)
@@ -2182,6 +2191,10 @@ static brasa_status plan_node(struct pb *b, int i)
                 ai(l, p[j]);
             ai(l, T);
             af(l, n->p.f[0]);
+            if (stg) {
+                ai(l, C);
+                ai(l, v4);
+            }
         }
         break;
     }

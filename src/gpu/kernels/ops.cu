@@ -270,13 +270,19 @@ extern "C" __global__ void conv1d(const float *x, const float *w, float *st, flo
 
 // The DeltaNet's gates of V head h and token t from the raw products al and be (i = t H + h):
 // the log decay g = softplus(al + dt[h]) A[h] and beta = sigmoid(be)
+// (of the raw values a and b)
+__device__ __forceinline__ void gate_of(float a, float b, const float *dt, const float *A, int h,
+                                        float &g, float &beta)
+{
+    const float x = a + dt[h];
+    const float sp = x > 20.0f ? x : log1pf(expf(x));
+    g = sp * A[h];
+    beta = sigmoid_f(b);
+}
 __device__ __forceinline__ void gate_pair(const float *al, const float *be, const float *dt,
                                           const float *A, int i, int h, float &g, float &beta)
 {
-    const float x = al[i] + dt[h];
-    const float sp = x > 20.0f ? x : log1pf(expf(x));
-    g = sp * A[h];
-    beta = sigmoid_f(be[i]);
+    gate_of(al[i], be[i], dt, A, h, g, beta);
 }
 
 extern "C" __global__ void gates(const float *al, const float *be, const float *dt, const float *A,
@@ -332,6 +338,85 @@ __device__ __forceinline__ void dn_load(const float *X, dn_gates G, int nkh, int
     }
 }
 
+// One token of a wave's R rows m (state, element j = e WAVE + lane of each row in its lane):
+// decay by e^g, the delta rule with the token's k (normalized here), v and beta, then the
+// output M q; returns row lane's output (lanes < R) scaled by qs / |q|.
+template <int KPL, int R>
+__device__ __forceinline__ float dn_step(float (&m)[R][KPL], float (&k)[KPL], const float (&q)[KPL],
+                                         const float (&v)[R], float g, float be, float eps,
+                                         float qs)
+{
+    const int lane = lane_id();
+    const float eg = expf(g);
+    float s[R + 2]; // the rows' M k, then |k|^2 and |q|^2
+    s[R] = s[R + 1] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < KPL; e++) {
+        s[R] += k[e] * k[e];
+        s[R + 1] += q[e] * q[e];
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        s[r] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < KPL; e++) {
+            m[r][e] *= eg;
+            s[r] += m[r][e] * k[e];
+        }
+    }
+#pragma unroll
+    for (int o = WAVE / 2; o > 0; o >>= 1)
+#pragma unroll
+        for (int r = 0; r < R + 2; r++)
+            s[r] += shfl_xor(s[r], o);
+    const float sk = 1.0f / fmaxf(sqrtf(s[R]), eps);
+    const float sq = qs / fmaxf(sqrtf(s[R + 1]), eps);
+#pragma unroll
+    for (int e = 0; e < KPL; e++)
+        k[e] *= sk;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const float d = be * (v[r] - s[r] * sk);
+        s[r] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < KPL; e++) {
+            m[r][e] += d * k[e];
+            s[r] += m[r][e] * q[e];
+        }
+    }
+#pragma unroll
+    for (int o = WAVE / 2; o > 0; o >>= 1)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            s[r] += shfl_xor(s[r], o);
+    float out = s[0]; // (lane r returns row r: selects, not an indexed register array)
+#pragma unroll
+    for (int r = 1; r < R; r++)
+        out = lane == r ? s[r] : out;
+    return out * sq;
+}
+
+// rows i0 .. i0 + R of head h's state into (from) m
+template <int KPL, int R, bool STORE>
+__device__ __forceinline__ void dn_state(float *state, float (&m)[R][KPL], int dv, int dk, int h,
+                                         int i0)
+{
+    const int lane = lane_id();
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int e = 0; e < KPL; e++) {
+            const int j = e * WAVE + lane;
+            float *p = &state[((long long)h * dv + i0 + r) * dk + j];
+            if (STORE) {
+                if (i0 + r < dv && j < dk)
+                    *p = m[r][e];
+            } else {
+                m[r][e] = i0 + r < dv && j < dk ? *p : 0.0f;
+            }
+        }
+}
+
 template <int KPL>
 __device__ __forceinline__ void dn_rows(const float *X, dn_gates G, float *state, float *O,
                                         int nkh, int nvh, int dk, int dv, int T, float eps, int h,
@@ -340,67 +425,16 @@ __device__ __forceinline__ void dn_rows(const float *X, dn_gates G, float *state
     const int lane = lane_id();
     const float qs = 1.0f / sqrtf((float)dk);
     float m[DN_R][KPL];
-#pragma unroll
-    for (int r = 0; r < DN_R; r++)
-#pragma unroll
-        for (int e = 0; e < KPL; e++) {
-            const int j = e * WAVE + lane;
-            m[r][e] = i0 + r < dv && j < dk ? state[((long long)h * dv + i0 + r) * dk + j] : 0.0f;
-        }
+    dn_state<KPL, DN_R, false>(state, m, dv, dk, h, i0);
     float k[KPL], q[KPL], v[DN_R], g, be;
     dn_load<KPL>(X, G, nkh, nvh, dk, dv, h, i0, 0, k, q, v, g, be);
     for (int t = 0; t < T; t++) {
         float kn[KPL], qn[KPL], vn[DN_R], gn = 0.0f, bn = 0.0f;
         if (t + 1 < T)
             dn_load<KPL>(X, G, nkh, nvh, dk, dv, h, i0, t + 1, kn, qn, vn, gn, bn);
-        const float eg = expf(g);
-        float s[DN_R + 2]; // the rows' M k, then |k|^2 and |q|^2
-        s[DN_R] = s[DN_R + 1] = 0.0f;
-#pragma unroll
-        for (int e = 0; e < KPL; e++) {
-            s[DN_R] += k[e] * k[e];
-            s[DN_R + 1] += q[e] * q[e];
-        }
-#pragma unroll
-        for (int r = 0; r < DN_R; r++) {
-            s[r] = 0.0f;
-#pragma unroll
-            for (int e = 0; e < KPL; e++) {
-                m[r][e] *= eg;
-                s[r] += m[r][e] * k[e];
-            }
-        }
-#pragma unroll
-        for (int o = WAVE / 2; o > 0; o >>= 1)
-#pragma unroll
-            for (int r = 0; r < DN_R + 2; r++)
-                s[r] += shfl_xor(s[r], o);
-        const float sk = 1.0f / fmaxf(sqrtf(s[DN_R]), eps);
-        const float sq = qs / fmaxf(sqrtf(s[DN_R + 1]), eps);
-#pragma unroll
-        for (int e = 0; e < KPL; e++)
-            k[e] *= sk;
-#pragma unroll
-        for (int r = 0; r < DN_R; r++) {
-            const float d = be * (v[r] - s[r] * sk);
-            s[r] = 0.0f;
-#pragma unroll
-            for (int e = 0; e < KPL; e++) {
-                m[r][e] += d * k[e];
-                s[r] += m[r][e] * q[e];
-            }
-        }
-#pragma unroll
-        for (int o = WAVE / 2; o > 0; o >>= 1)
-#pragma unroll
-            for (int r = 0; r < DN_R; r++)
-                s[r] += shfl_xor(s[r], o);
-        float out = s[0]; // (lane r writes row r: selects, not an indexed register array)
-#pragma unroll
-        for (int r = 1; r < DN_R; r++)
-            out = lane == r ? s[r] : out;
+        const float out = dn_step<KPL, DN_R>(m, k, q, v, g, be, eps, qs);
         if (lane < DN_R && i0 + lane < dv)
-            O[((long long)t * nvh + h) * dv + i0 + lane] = out * sq;
+            O[((long long)t * nvh + h) * dv + i0 + lane] = out;
         if (t + 1 < T) {
 #pragma unroll
             for (int e = 0; e < KPL; e++) {
@@ -414,14 +448,7 @@ __device__ __forceinline__ void dn_rows(const float *X, dn_gates G, float *state
             be = bn;
         }
     }
-#pragma unroll
-    for (int r = 0; r < DN_R; r++)
-#pragma unroll
-        for (int e = 0; e < KPL; e++) {
-            const int j = e * WAVE + lane;
-            if (i0 + r < dv && j < dk)
-                state[((long long)h * dv + i0 + r) * dk + j] = m[r][e];
-        }
+    dn_state<KPL, DN_R, true>(state, m, dv, dk, h, i0);
 }
 
 // dk at most 8 WAVE (the host checks)
@@ -445,6 +472,116 @@ extern "C" __global__ void deltanet(const float *X, const float *Gm, const float
         else
             dn_rows<8>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
     }
+}
+
+// Prompts (deltanet_staged): the same recurrence, with each chunk of C tokens' q and k rows, the
+// block's 16 v values and the gates copied into shared memory (cp.async) while the chunk before
+// is used, so that no token waits on its loads; the folded gates are computed once a token by
+// the block, not by every wave. Grid (nvh, dv / 16), blocks of 128 threads: block y takes rows
+// 16 y .. + 16 of head h, a wave DN_RW of them. Shared memory: two chunks of C (2 dk + 18)
+// floats (q, k, v, then the gates' pairs). The same arithmetic as deltanet, token by token.
+#define DN_RW (16 * WAVE / 128)
+
+template <int VB> // VB floats a copy (4: X 16-byte aligned, dk and dv multiples of 4)
+__device__ __forceinline__ void dn_stage(const float *X, dn_gates G, float *b, int C, int nkh,
+                                         int nvh, int dk, int dv, int h, int r0, int t0, int n)
+{
+    const int tid = threadIdx.x, nt = blockDim.x, kh = h % nkh, pr = dk / VB;
+    const long long rl = 2 * nkh * dk + nvh * dv;
+    for (int i = tid; i < n * 2 * pr; i += nt) { // q (w 0) and k (w 1) of token t
+        const int t = i / (2 * pr), w = (i / pr) & 1, e = (i % pr) * VB;
+        cp_async_any<4 * VB>(b + (w * C + t) * dk + e, X + (t0 + t) * rl + (w * nkh + kh) * dk + e);
+    }
+    float *vb = b + 2 * C * dk, *gb = vb + 16 * C;
+    const int pv = min(16, dv - r0) / VB;
+    for (int i = tid; i < n * pv; i += nt) {
+        const int t = i / pv, e = (i % pv) * VB;
+        cp_async_any<4 * VB>(vb + t * 16 + e, X + (t0 + t) * rl + 2 * nkh * dk + h * dv + r0 + e);
+    }
+    for (int i = tid; i < 2 * n; i += nt) { // the gates' pairs (or their raw products')
+        const long long t = t0 + (i >> 1);
+        const float *src = G.G ? G.G + t * 2 * nvh + (i & 1) * nvh + h
+                               : ((i & 1) ? G.be : G.al) + t * nvh + h;
+        cp_async_any<4>(gb + i, src);
+    }
+    cp_async_commit();
+}
+
+template <int KPL>
+__device__ __forceinline__ void dn_staged(const float *X, dn_gates G, float *state, float *O,
+                                          int nkh, int nvh, int dk, int dv, int T, float eps,
+                                          int C, bool v4)
+{
+    extern __shared__ __align__(16) float dn_sm[];
+    const int lane = lane_id(), h = blockIdx.x, r0 = blockIdx.y * 16,
+              i0 = r0 + wave_id() * DN_RW, nb = C * (2 * dk + 18), nc = (T + C - 1) / C;
+    const float qs = 1.0f / sqrtf((float)dk);
+    float m[DN_RW][KPL];
+    dn_state<KPL, DN_RW, false>(state, m, dv, dk, h, i0);
+#define DN_STAGE(c)                                                                            \
+    do {                                                                                       \
+        float *b_ = dn_sm + ((c) & 1) * nb;                                                    \
+        const int t_ = (c) * C, n_ = min(C, T - t_);                                           \
+        if (v4)                                                                                \
+            dn_stage<4>(X, G, b_, C, nkh, nvh, dk, dv, h, r0, t_, n_);                         \
+        else                                                                                   \
+            dn_stage<1>(X, G, b_, C, nkh, nvh, dk, dv, h, r0, t_, n_);                         \
+    } while (0)
+    DN_STAGE(0);
+    for (int c = 0; c < nc; c++) {
+        if (c + 1 < nc) {
+            DN_STAGE(c + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const float *qb = dn_sm + (c & 1) * nb, *kb = qb + C * dk, *vb = kb + C * dk;
+        float *gb = (float *)vb + 16 * C;
+        const int t0 = c * C, n = min(C, T - t0);
+        if (!G.G) {
+            if ((int)threadIdx.x < n)
+                gate_of(gb[2 * threadIdx.x], gb[2 * threadIdx.x + 1], G.dt, G.A, h,
+                        gb[2 * threadIdx.x], gb[2 * threadIdx.x + 1]);
+            __syncthreads();
+        }
+        for (int t = 0; t < n; t++) {
+            float k[KPL], q[KPL], v[DN_RW];
+#pragma unroll
+            for (int e = 0; e < KPL; e++) {
+                const int j = e * WAVE + lane;
+                k[e] = j < dk ? kb[t * dk + j] : 0.0f;
+                q[e] = j < dk ? qb[t * dk + j] : 0.0f;
+            }
+#pragma unroll
+            for (int r = 0; r < DN_RW; r++)
+                v[r] = i0 + r < dv ? vb[t * 16 + i0 - r0 + r] : 0.0f;
+            const float out = dn_step<KPL, DN_RW>(m, k, q, v, gb[2 * t], gb[2 * t + 1], eps, qs);
+            if (lane < DN_RW && i0 + lane < dv)
+                O[((long long)(t0 + t) * nvh + h) * dv + i0 + lane] = out;
+        }
+        __syncthreads(); // (the next chunk's copies go into this buffer)
+    }
+#undef DN_STAGE
+    dn_state<KPL, DN_RW, true>(state, m, dv, dk, h, i0);
+}
+
+// dk at most 8 WAVE (the host checks); C tokens a chunk; v4: 16-byte copies
+extern "C" __global__ void deltanet_staged(const float *X, const float *Gm, const float *al, const float *be,
+                    const float *dt, const float *A, float *state, float *O, int nkh, int nvh,
+                    int dk, int dv, int T, float eps, int C, int v4)
+{
+    pdl_wait();
+    pdl_launch();
+    const dn_gates G = {Gm, al, be, dt, A};
+    if (dk <= WAVE)
+        dn_staged<1>(X, G, state, O, nkh, nvh, dk, dv, T, eps, C, v4);
+    else if (dk <= 2 * WAVE)
+        dn_staged<2>(X, G, state, O, nkh, nvh, dk, dv, T, eps, C, v4);
+    else if (dk <= 4 * WAVE)
+        dn_staged<4>(X, G, state, O, nkh, nvh, dk, dv, T, eps, C, v4);
+    else
+        dn_staged<8>(X, G, state, O, nkh, nvh, dk, dv, T, eps, C, v4);
 }
 
 // The sampler's candidates on the device: the K largest of x[0..n) (ties: lowest id; NaN as

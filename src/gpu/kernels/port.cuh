@@ -224,17 +224,35 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src)
     *(uint4 *)dst = *(const uint4 *)src;
 #endif
 }
+// 4 or 16 bytes the same way on any GPU: cp.async from sm_80 on (completed by cp_async_wait),
+// an ordinary copy before it and on AMD (seen after the block's next barrier either way).
+template <int B> __device__ __forceinline__ void cp_async_any(void *dst, const void *src)
+{
+#if !BRASA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (B == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src)
+                     : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(dst)), "l"(src)
+                     : "memory");
+#else
+    if (B == 16)
+        *(uint4 *)dst = *(const uint4 *)src;
+    else
+        *(unsigned *)dst = *(const unsigned *)src;
+#endif
+}
 // Closes the group of copies issued since the last call.
 __device__ __forceinline__ void cp_async_commit()
 {
-#if !BRASA_HIP
+#if !BRASA_HIP && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
 // Waits until at most N groups of copies are still in flight (this thread's copies).
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {
-#if !BRASA_HIP
+#if !BRASA_HIP && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
