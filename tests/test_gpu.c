@@ -920,6 +920,51 @@ TEST(prompt_dq_on_warpgroups)
     warpgroup_types(ft, fl, 3, envs, 1, off);
 }
 
+/* Q4_K / Q5_K prompt products on Hopper's warpgroups with exact sums (mmt.cu KX, sm_90's
+ * default where the weights are not dequantized: qwen35, and any model with
+ * BRASA_GPU_MMT_DQ=0) against the F16 mma.sync tiles (BRASA_GPU_MMT_KX=0): both add the
+ * integer values times their sub-block scales times the int8 activation, exact in F32 below
+ * 2^24, and scale each 256-block's sum alike, so the same bits, prompt and decode (the
+ * fixtures' short prompts on the tiles: BRASA_GPU_MMT_MIN=2); and the prompt plans' gate+up
+ * launches on warpgroups: one a layer, none with BRASA_GPU_MMT_KX=0. */
+TEST(prompt_k_exact_on_warpgroups)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    if (gpu_arch_of_device() != 90)
+        SKIP("not an sm_90 device");
+    static const char *const env[] = {"BRASA_GPU_MMT_KX", "0", NULL};
+    static const char *const on[] = {"BRASA_GPU_MMT_MIN", "2", "BRASA_GPU_MMT_DQ", "0", NULL};
+    static const char *const off[] = {"BRASA_GPU_MMT_MIN", "2", "BRASA_GPU_MMT_DQ", "0",
+                                      "BRASA_GPU_MMT_KX", "0", NULL};
+    static const char *const names[] = {"mmt_wg_glu"};
+    static const char *const files[2][2] = {{"qwen35", "qwen35 Q4_K_M"}, {"qwen2", "qwen2 Q4_K_M"}};
+    for (int f = 0; f < 2; f++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "fixtures/%s.Q4_K_M.gguf", files[f][0]);
+        const char *path = test_shared_path(rel);
+        if (!test_file_exists(path))
+            continue;
+        char *old[8];
+        env_push(on, old);
+        pair_prompt = true;
+        decode_pair_path(path, files[f][1], env, 0, "exact warpgroup tiles and mma.sync ones",
+                         512, 7);
+        decode_pair_path(path, files[f][1], env, 0, "exact warpgroup tiles and mma.sync ones",
+                         512, 100);
+        pair_prompt = false;
+        env_pop(on, old);
+        int n[2], m[2], nl, mixed;
+        if (!plan_counts(path, on, 64, names, 1, m, &nl, &mixed) ||
+            !plan_counts(path, off, 64, names, 1, n, &nl, &mixed))
+            continue;
+        printf("  %s: prompt mmt_wg_glu %d (BRASA_GPU_MMT_KX=0: %d), %d layers\n", files[f][1],
+               m[1], n[1], nl);
+        CHECKF(m[1] == nl && n[1] == 0, "%s: prompt mmt_wg_glu %d (BRASA_GPU_MMT_KX=0: %d), %d "
+               "layers", files[f][1], m[1], n[1], nl);
+    }
+}
+
 /* Decode RoPE and KV-cache writes in the q/k/v products' epilogue (mvd.cu RP: NORM pairs in
  * llama and granite, NEOX in qwen2; qwen3's head norms and qwen35's partial rotation keep the
  * rope launch) against the rope launch: the same rotation, with the host's cos and sin where
@@ -1344,7 +1389,7 @@ TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_convers
           T(upload_staged_equals_pageable),
           T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
           T(qwen35_launches_folded), T(qwen35_decode_folds),
-          T(qwen35_prompt_deltanet_staged),
+          T(qwen35_prompt_deltanet_staged), T(prompt_k_exact_on_warpgroups),
           T(attention_heads_of_256),
           T(decode_rope_in_products), T(decode_q4k_on_tensor_cores), T(prompt_f16_on_warpgroups),
           T(prompt_dq_on_warpgroups),

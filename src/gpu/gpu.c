@@ -82,6 +82,8 @@ struct mv_kernel {
     int tr, nt;      /* mmt.cu: weight rows (of each weight) a block, threads (ncv: tokens) */
     int dq;          /* mmt.cu: quantized weights dequantized into F16 tiles (quant_act's
                       * int8 activation times its scales, as F16: mode + 8) */
+    int kx;          /* mmt.cu: in those tiles the exact K-format products (KX: quant_act's
+                      * int8 values as F16, mode 1) */
     int bps;         /* mmt.cu: blocks an SM holds at once */
     int wg;          /* mmt.cu: the F16 tiles on Hopper's warpgroup products (WG) */
     int xc;          /* mvd.cu: blocks that convert their own activation (XC) */
@@ -336,6 +338,7 @@ struct gpu_sess {
     bool dn_stage;           /* prompts' DeltaNet with its inputs staged in shared memory
                               * (BRASA_GPU_DN_STAGE=0: the kernel of decode) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
+    bool mmt_kx;             /* exact K-format prompt products on warpgroups (plan_product) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
     int mmt_dq;              /* quantized prompt weights dequantized into F16 tiles: 0 never,
                               * 1 where it pays (plan_matmul), 2 always (BRASA_GPU_MMT_DQ) */
@@ -609,7 +612,8 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
     if (g->n_mv == (int)(sizeof g->mv / sizeof g->mv[0]))
         return brasa_fail(err, BRASA_EUNSUPPORTED, "too many matvec kernels");
     struct gpu_variant v[8];
-    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128, g->mmt_wg, v, 8)
+    int nv = dec == 2 ? gpu_mmt_variants(wtype, glu, nc == 128 ? 1 : nc == 256 ? 2 : 0,
+                                         g->mmt_wg, v, 8)
              : dec && wtype2 ? gpu_mvd_mix_variants(wtype, wtype2, nc, rp, v, 6)
              : dec    ? gpu_mvd_variants(wtype, glu, nr, nc, xc, rp, mvd_kp(wtype, nr), v, 6)
                       : gpu_matvec_variants(wtype, nc, glu, v, 6);
@@ -621,9 +625,10 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
     brasa_status st = BRASA_OK;
     for (int k = 0; k < nv; k++) {
         /* mmt.cu: its Q4_K / Q5_K, dequantizing and warpgroup paths; stages */
-        int kf = 0, dq = 0, wg = 0, ns = 0;
+        int kf = 0, dq = 0, wg = 0, ns = 0, kx = 0;
         for (int d = 0; d < v[k].n_defs; d++) {
             kf |= !strcmp(v[k].defs[d].name, "KF") && v[k].defs[d].value;
+            kx |= !strcmp(v[k].defs[d].name, "KX") && v[k].defs[d].value;
             dq |= !strcmp(v[k].defs[d].name, "DQ") && v[k].defs[d].value;
             if (!strcmp(v[k].defs[d].name, "WG"))
                 wg = (int)v[k].defs[d].value;
@@ -667,6 +672,7 @@ static brasa_status get_mv(struct gpu *g, int dec, uint32_t wtype, int nc, int g
         if (dec == 2) { /* the tile shapes of mmt.cu's four paths */
             int fl = wtype == T_F16 || wtype == T_BF16;
             m.dq = dq;
+            m.kx = kx;
             m.wg = wg;
             m.tr = fl || dq ? (glu ? 64 : 128) : kf && glu ? 32 : 64;
             m.ncv = fl || kf || dq ? 128 : 64;
@@ -1001,6 +1007,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->conv_fuse = !env_is("BRASA_GPU_CONV_FUSE", "0");
     s->attn_gate = !env_is("BRASA_GPU_ATTN_GATE", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
+    s->mmt_kx = !env_is("BRASA_GPU_MMT_KX", "0");
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
     s->mmt_dq = env_is("BRASA_GPU_MMT_DQ", "0") ? 0 : env_is("BRASA_GPU_MMT_DQ", "2") ? 2 : 1;
     if (s->mmt_min < 2)
@@ -1480,11 +1487,17 @@ static brasa_status plan_product(struct pb *b, int i)
     int dq = use_mmt && mode <= 1 &&
              (b->s->mmt_dq == 2 || (b->s->mmt_dq == 1 && !b->recurrent &&
                                     (mode == 1 || b->s->g->mmt_wg == 3)));
+    /* where the weights are not dequantized (graphs with a recurrent state), Q4_K and Q5_K
+     * on the same warpgroup tiles with exact products (mmt.cu KX: the integer sums of the
+     * integer tiles, pp512 qwen35 4B Q4_K_M ?; BRASA_GPU_MMT_KX=0: the F16 mma.sync tiles) */
+    int kx = use_mmt && !dq && g->mmt_wg == 3 && b->s->mmt_kx &&
+             (w->type == T_Q4_K || w->type == T_Q5_K);
     if (use_mmt && !glu)
         for (int j = i; b->mnext[j] >= 0; j = b->mnext[j]) {
             long nr = (long)b->g->nodes[b->g->nodes[j].in[1]].ne[1];
             use_mmt &= nr % mmt_tile_rows(mode) == 0;
             dq &= nr % 128 == 0;
+            kx &= nr % 128 == 0;
         }
     if ((mode == 0 && k % 32) || (mode == 1 && k % 256) || k % 8)
         return brasa_fail(b->err, BRASA_EUNSUPPORTED, "matmul %s: k = %ld does not fit the GPU "
@@ -1492,9 +1505,10 @@ static brasa_status plan_product(struct pb *b, int i)
     struct mv_kernel *mt = NULL;
     int qm = mode; /* quant_act's mode (+ 8: xh holds the int8 values times their scales) */
     if (use_mmt) {
-        if ((st = get_mv(g, 2, w->type, dq ? 128 : 64, glu, 1, 0, 0, 0, &mt, b->err)) != BRASA_OK)
+        if ((st = get_mv(g, 2, w->type, dq ? 128 : kx ? 256 : 64, glu, 1, 0, 0, 0, &mt,
+                         b->err)) != BRASA_OK)
             return brasa_wrap(b->err, st, "matmul %s", n->name);
-        qm += mt->dq ? 8 : 0;
+        qm += mt->dq && !mt->kx ? 8 : 0;
     }
     int key = norm >= 0 ? norm : src;
     CUdeviceptr x, nw = 0, zg = 0; /* the input (of the fused RMSNorm where there is one; zg:

@@ -122,12 +122,14 @@ int gpu_mmt_variants(unsigned wtype, int glu, int dq, int wg, struct gpu_variant
         /* dq: first dequantized into F16 tiles as the F16 path's (4 stages of activations and
          * 2 of weights, 108 KiB of shared memory, where the device allows it; else 2 + 2);
          * the others are what the caller gets where these do not compile or spill */
-        if (dq && wg == 3) /* (on Hopper's warpgroup products, the F16 path's WG 2 tiles) */
+        const int kq = wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q5_K;
+        if (dq && wg == 3 && (dq == 1 || kq)) /* (on Hopper's warpgroup products, the F16
+                                                * path's WG 2 tiles; KX: exact) */
             out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
                                             .defs = {{"QT", (long)wtype}, {"GLU", glu},
                                                      {"MB", 1}, {"DQ", 1}, {"NS", 4},
-                                                     {"WG", 2}}};
-        for (int v = 0; dq && v < 2; v++)
+                                                     {"WG", 2}, {dq == 2 ? "KX" : NULL, 1}}};
+        for (int v = 0; dq == 1 && v < 2; v++)
             out[n++] = (struct gpu_variant){.tmpl = "mmt.cu",
                                             .defs = {{"QT", (long)wtype}, {"GLU", glu},
                                                      {"MB", 2}, {"DQ", 1}, {"NS", v ? 2 : 4}}};
@@ -214,6 +216,10 @@ int gpu_all_variants(struct gpu_variant *out, int cap)
                                        * first of wg 3's list */
             if (n < cap && gpu_mmt_variants(gpu_matvec_types[i], glu, 1, 3, w2, 8) > 0)
                 out[n++] = w2[0];
+            if (n < cap && (gpu_matvec_types[i] == GGML_TYPE_Q4_K ||
+                            gpu_matvec_types[i] == GGML_TYPE_Q5_K) &&
+                gpu_mmt_variants(gpu_matvec_types[i], glu, 2, 3, w2, 8) > 0)
+                out[n++] = w2[0]; /* (the exact one, KX) */
         }
     /* the Q4_K and Q6_K decode products on the tensor cores: 1 or 2 row groups a warp (Q4_K;
      * 2 with gate+up), 1-16 warps a block, the RMSNorm folded in or not, the next weights

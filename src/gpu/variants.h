@@ -40,8 +40,10 @@ int gpu_mvd_xc(unsigned wtype);
  * order of preference, for quantized weights with dq first those that dequantize into F16
  * tiles (they take quant_act's F16 activation and tiles of 128 rows), and with wg first one on
  * Hopper's warpgroup products (sm_90 only; wg 1: F16 / BF16 in unswizzled tiles, 2: in the
- * 128-byte swizzle, 3: that, and quantized weights with dq in the same tiles); cap at least 8;
- * returns their count (0: no such kernel). */
+ * 128-byte swizzle, 3: that, and quantized weights with dq in the same tiles); dq 2 with wg 3
+ * (Q4_K / Q5_K): first the exact products on those tiles (KX: the integer values times their
+ * sub-block scales, quant_act's int8 values, each 256-block scaled at its end), then the
+ * candidates of dq 0; cap at least 8; returns their count (0: no such kernel). */
 int gpu_mmt_variants(unsigned wtype, int glu, int dq, int wg, struct gpu_variant *out, int cap);
 /* All variants (for the compile tests): fills out, returns the count; GV_ALL_MAX holds them
  * with room to spare (the tests fail when the count reaches it, as the list would be cut). */

@@ -53,6 +53,12 @@
 #if DQ && !QACT
 #error "DQ: quantized weights only"
 #endif
+#ifndef KX
+#define KX 0
+#endif
+#if KX && !(DQ && WG == 2 && (QT == T_Q4_K || QT == T_Q5_K))
+#error "KX: Q4_K / Q5_K on the dequantizing warpgroup tiles (DQ, WG 2)"
+#endif
 #if KF || DQ || !QACT // 8 warps of 2 x 4 (each 1 x 4 tiles of 16 x 8 per 32 rows of BM)
 // KF: 64 rows (GLU: 32 of each); F16 / BF16 and DQ: 128 rows (GLU: 64 of each); 128 tokens
 #define BM (KF ? (GLU ? 32 : 64) : (GLU ? 64 : 128))
@@ -162,6 +168,84 @@ __device__ __forceinline__ void wg_step(float *a, unsigned sw, unsigned sx)
 }
 #endif
 
+#if KF || KX
+// The row's 256-block data for the end-of-block scaling: d, dmin and the 8 mins as bytes
+struct krow {
+    float d, dm;
+    u32 mn0, mn1;
+};
+__device__ __forceinline__ krow krow_of(const u8 *W, i64 N, int r, int k, int kk)
+{
+    qblk b = qblock(QT, W, N, (i64)r * (k / 256) + kk / 256);
+    krow o;
+    o.d = h2f(ld16(b.h));
+    o.dm = h2f(ld16(b.h + 2));
+    u32 m[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        kscale(j, b.h + 4, &sc, &mn);
+        m[j] = (u32)mn;
+    }
+    o.mn0 = m[0] | (m[1] << 8) | (m[2] << 16) | (m[3] << 24);
+    o.mn1 = m[4] | (m[5] << 8) | (m[6] << 16) | (m[7] << 24);
+    return o;
+}
+
+// a . b over two pairs: the 16-bit halves of a times the low (dp2_lo) or high two bytes of b
+__device__ __forceinline__ int dp2_hi(int a, int b, int c)
+{
+#if BRASA_HIP
+    return c + (int)(short)(a & 0xffff) * (int)(signed char)((b >> 16) & 0xff) +
+           (a >> 16) * (int)(signed char)(b >> 24);
+#else
+    return __dp2a_hi(a, b, c);
+#endif
+}
+
+// A 256-block's integer sums bv of one row and token scaled as the CPU backend's:
+// dx (d bv - dmin sum_j mn_j S_j), with the token's scale dx and sums S_j of its 32 int8 values
+// per sub-block as 16-bit pairs (j, j + 1) in S[0..4)
+__device__ __forceinline__ float kblock(const krow &rw, const u32 *S, float dx, float bv)
+{
+    int ms = dot2_i16_i8((int)S[0], (int)rw.mn0, 0);
+    ms = dp2_hi((int)S[1], (int)rw.mn0, ms);
+    ms = dot2_i16_i8((int)S[2], (int)rw.mn1, ms);
+    ms = dp2_hi((int)S[3], (int)rw.mn1, ms);
+    return dx * (rw.d * bv - rw.dm * (float)ms);
+}
+
+// The 256-block's row data of row rl (tile row lr; hh == 0 of its pair of threads) and token
+// data (threads below BN: token t0 + tid) into parity par's slots, at its first step kk
+__device__ __forceinline__ void kblock_data(const u8 *Wg, i64 N, int rl, int lr, bool rw, int k,
+                                            int kk, int t0, int T, const float *xd,
+                                            const int *xsum, krow *srow, float *sdx,
+                                            u32 (*sS)[4])
+{
+    const int tid = threadIdx.x;
+    if (rw)
+        srow[lr] = krow_of(Wg, N, rl, k, kk);
+    if (tid < BN) {
+        const int t = t0 + tid;
+        float dx = 0.0f;
+        u32 sp[4] = {0, 0, 0, 0};
+        if (t < T) {
+            dx = xd[(i64)t * (k / 32) + kk / 32];
+            const int4 *s4 = (const int4 *)(xsum + (i64)t * (k / 16) + kk / 16);
+#pragma unroll
+            for (int q = 0; q < 4; q++) { // sums of 16: j = 2q and 2q + 1
+                int4 v = s4[q];
+                sp[q] = (u32)pack16(v.x + v.y, v.z + v.w);
+            }
+        }
+        sdx[tid] = dx;
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            sS[tid][q] = sp[q];
+    }
+}
+#endif
+
 #if KF
 // ---- Q4_K / Q5_K on the F16 tensor cores ----------------------------------------------------
 // Per step of 64 along k (the two sub-blocks 2p, 2p + 1 of a 256-block) the weight tile holds
@@ -209,40 +293,6 @@ __device__ __forceinline__ void kscales(int j, u32 sb, int *s0, int *s1)
         *s0 = (int)((sb & 0xF) | (((sb >> 22) & 3) << 4));
         *s1 = (int)(((sb >> 8) & 0xF) | ((sb >> 30) << 4));
     }
-}
-
-// The row's 256-block data for the end-of-block scaling: d, dmin and the 8 mins as bytes
-struct krow {
-    float d, dm;
-    u32 mn0, mn1;
-};
-__device__ __forceinline__ krow krow_of(const u8 *W, i64 N, int r, int k, int kk)
-{
-    qblk b = qblock(QT, W, N, (i64)r * (k / 256) + kk / 256);
-    krow o;
-    o.d = h2f(ld16(b.h));
-    o.dm = h2f(ld16(b.h + 2));
-    u32 m[8];
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        int sc, mn;
-        kscale(j, b.h + 4, &sc, &mn);
-        m[j] = (u32)mn;
-    }
-    o.mn0 = m[0] | (m[1] << 8) | (m[2] << 16) | (m[3] << 24);
-    o.mn1 = m[4] | (m[5] << 8) | (m[6] << 16) | (m[7] << 24);
-    return o;
-}
-
-// a . b over two pairs: the 16-bit halves of a times the low (dp2_lo) or high two bytes of b
-__device__ __forceinline__ int dp2_hi(int a, int b, int c)
-{
-#if BRASA_HIP
-    return c + (int)(short)(a & 0xffff) * (int)(signed char)((b >> 16) & 0xff) +
-           (a >> 16) * (int)(signed char)(b >> 24);
-#else
-    return __dp2a_hi(a, b, c);
-#endif
 }
 
 // The block's products over k0 .. k1 (whole 256-blocks), into acc
@@ -307,28 +357,9 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
             *(uint4 *)(stg + lr * LW + 8 * qd) = make_uint4(wl[0], wl[1], wl[2], wl[3]);
             *(uint4 *)(stg + lr * LW + 32 + 8 * qd) = make_uint4(wh[0], wh[1], wh[2], wh[3]);
         }
-        if (p == 0) { // the 256-block's row and token data, for its end
-            if (qd == 0)
-                srow[par][lr] = krow_of(Wg, N, rl, k, kk);
-            if (tid < BN) {
-                const int t = t0 + tid;
-                float dx = 0.0f;
-                u32 sp[4] = {0, 0, 0, 0};
-                if (t < T) {
-                    dx = xd[(i64)t * (k / 32) + kk / 32];
-                    const int4 *s4 = (const int4 *)(xsum + (i64)t * (k / 16) + kk / 16);
-#pragma unroll
-                    for (int q = 0; q < 4; q++) { // sums of 16: j = 2q and 2q + 1
-                        int4 v = s4[q];
-                        sp[q] = (u32)pack16(v.x + v.y, v.z + v.w);
-                    }
-                }
-                sdx[par][tid] = dx;
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-                    sS[par][tid][q] = sp[q];
-            }
-        }
+        if (p == 0) // the 256-block's row and token data, for its end
+            kblock_data(Wg, N, rl, lr, qd == 0, k, kk, t0, T, xd, xsum, srow[par], sdx[par],
+                        sS[par]);
         cp_async_wait<0>();
         __syncthreads();
         if (kk + KT < k1) { // the next step: activation copies and weight loads in flight
@@ -353,14 +384,8 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
 #pragma unroll
                             for (int c = 0; c < 2; c++) {
                                 const int tk = wn + j * 8 + 2 * t4 + c;
-                                const u32 *S = sS[par][tk];
-                                int ms = dot2_i16_i8((int)S[0], (int)rw.mn0, 0);
-                                ms = dp2_hi((int)S[1], (int)rw.mn0, ms);
-                                ms = dot2_i16_i8((int)S[2], (int)rw.mn1, ms);
-                                ms = dp2_hi((int)S[3], (int)rw.mn1, ms);
                                 float &bv = bacc[g][i][j][2 * h + c];
-                                acc[g][i][j][2 * h + c] +=
-                                    sdx[par][tk] * (rw.d * bv - rw.dm * (float)ms);
+                                acc[g][i][j][2 * h + c] += kblock(rw, sS[par][tk], sdx[par][tk], bv);
                                 bv = 0.0f;
                             }
                     }
@@ -477,8 +502,13 @@ __device__ __forceinline__ void dstore(const draw &f, int kk, int hh, u16 *row, 
     const u32 scp = (((hi ? w : y) >> sh) & ma) | ((y >> (sh + 2)) & mb);
     const u32 mnp = (((hi ? w : z) >> (sh + (hi ? 4 : 0))) & ma) | ((z >> (sh + 2)) & mb);
     const float d = h2f((u16)(f.h.x & 0xffff)), dm = h2f((u16)(f.h.x >> 16));
+#if KX // the integer values times their sub-block's scale (exact: at most 31 x 63), no min
+    const u32 a0 = hpair((float)(scp & 0xff)), a1 = hpair((float)(scp >> 8)), m0 = 0u, m1 = 0u;
+    (void)d, (void)dm, (void)mnp;
+#else
     const u32 a0 = hpair(d * (float)(scp & 0xff)), a1 = hpair(d * (float)(scp >> 8));
     const u32 m0 = hpair(-dm * (float)(mnp & 0xff)), m1 = hpair(-dm * (float)(mnp >> 8));
+#endif
     const u32 q[4] = {f.q.x, f.q.y, f.q.z, f.q.w};
 #if QT == T_Q5_K
     const u32 qh[4] = {f.e.x, f.e.y, f.e.z, f.e.w};
@@ -567,6 +597,15 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         }                                                                                     \
         cp_async_commit();                                                                    \
     } while (0)
+#if KX // each 256-block's sums in b, scaled into acc at its end (as the KF path)
+    __shared__ krow srow[2][NWT * BM];
+    __shared__ float sdx[2][BN];
+    __shared__ u32 sS[2][BN][4];
+    float b[NWT * MI * NJ * 4];
+#pragma unroll
+    for (int e = 0; e < NWT * MI * NJ * 4; e++)
+        b[e] = 0.0f;
+#endif
     draw f;
     dfetch(Wg, N, rl, k, k0, hh, f);
     dstore(f, k0, hh, wst + lr * 64, lr & 7);
@@ -577,22 +616,49 @@ __device__ __forceinline__ void tile_products(const u8 *W, const u8 *Wu, i64 N, 
         DQ_X(p);
     const unsigned xbase = smem_addr(xst), wbase = smem_addr(wst);
     float *a = &acc[0][0][0][0];
+#if KX
+    float *const wa = b; // (the products' accumulators)
+#else
+    float *const wa = a;
+#endif
 #pragma unroll 1
     for (int kt = 0; kt < nk; kt++) {
         cp_async_wait<NS - 3>(); // step kt's activation
         fence_proxy_async();     // ... and its weights (stored during step kt - 1) seen by wgmma
         __syncthreads();
         DQ_X(kt + NS - 2);
-        wg_step(a, wbase + (unsigned)((kt % 3) * DSTG * 2),
+        wg_step(wa, wbase + (unsigned)((kt % 3) * DSTG * 2),
                 xbase + (unsigned)((kt % NS) * DSTG * 2) + (unsigned)G * 8192);
+#if KX
+        const int kk = k0 + kt * KT, p = (kk % 256) / 64, par = (kk / 256) & 1;
+        if (p == 0) // (read at the block's last step, after the barriers of the steps between)
+            kblock_data(Wg, N, rl, lr, hh == 0, k, kk, t0, T, xd, xsum, srow[par], sdx[par],
+                        sS[par]);
+#endif
         if (kt + 1 < nk) { // step kt + 1's weights, during step kt's products
             dstore(f, k0 + (kt + 1) * KT, hh, wst + ((kt + 1) % 3) * DSTG + lr * 64, lr & 7);
             if (kt + 2 < nk)
                 dfetch(Wg, N, rl, k, k0 + (kt + 2) * KT, hh, f);
         }
-        wgmma_wait<1>(a, NWT * MI * NJ * 4);
+#if KX
+        if (p == 3) { // the 256-block's end: its sums scaled into acc (see mmt's epilogue for
+                      // the accumulators' rows and tokens)
+            wgmma_wait<0>(wa, NWT * MI * NJ * 4);
+            const int lane = tid & 31, wm = ((tid >> 5) & 3) * 16, wn = G * 64;
+#pragma unroll
+            for (int e = 0; e < NWT * MI * NJ * 4; e++) {
+                const int h = e >> 5, jj = (e >> 2) & 7, c = e & 3;
+                const krow rw = srow[par][64 * h + wm + (lane >> 2) + 8 * (c >> 1)];
+                const int tk = wn + 8 * jj + 2 * (lane & 3) + (c & 1);
+                a[e] += kblock(rw, sS[par][tk], sdx[par][tk], b[e]);
+                b[e] = 0.0f;
+            }
+            continue;
+        }
+#endif
+        wgmma_wait<1>(wa, NWT * MI * NJ * 4);
     }
-    wgmma_wait<0>(a, NWT * MI * NJ * 4);
+    wgmma_wait<0>(wa, NWT * MI * NJ * 4);
     cp_async_wait<0>(); // (nothing may be in flight when the block's shared memory is reused)
 #undef DQ_X
 #else
@@ -1136,7 +1202,7 @@ mmt(const u8 *W0, const u8 *W1, const u8 *W2, const void *xh, const i8 *xq, cons
     // steps; each block stores its partial sums, the last of a tile's blocks to finish adds
     // them in slice order (the same sums whatever the order the blocks ran in) and writes
     // (KF: slices of whole 256-blocks, 4 steps)
-    const int nsp = gridDim.z, z = blockIdx.z, nks = k / KT, al = KF ? 4 : 1;
+    const int nsp = gridDim.z, z = blockIdx.z, nks = k / KT, al = KF || KX ? 4 : 1;
     const int per = ((nks + nsp - 1) / nsp + al - 1) / al * al;
     const int k0 = min(nks, z * per) * KT, k1 = min(nks, (z + 1) * per) * KT;
     if (k0 < k1)
