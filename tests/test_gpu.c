@@ -551,6 +551,9 @@ static const char *qwen35_fixture(const char *type, char *label, size_t n)
     return test_file_exists(path) ? path : NULL;
 }
 
+/* the qwen35 fixtures the pair tests take, where present */
+static const char *const q35_types[3] = {"Q8_0", "Q4_K_M", "F16"};
+
 /* qwen35's launches folded into others: the DeltaNet's gates computed in its kernel (decode)
  * and its gated RMSNorm in the output product's conversion (quant_act z) against their own
  * launches (BRASA_GPU_DN_FUSE=0), prompt and decode: the gates the same bits (Q8_0, whose norm
@@ -604,10 +607,9 @@ TEST(qwen35_decode_folds)
     static const char *const ag[] = {"BRASA_GPU_ATTN_GATE", "0", NULL};
     static const char *const none[] = {NULL};
     static const char *const names[] = {"conv1d", "eltwise", "quant_act"};
-    static const char *const types[3] = {"Q8_0", "Q4_K_M", "F16"};
     for (int t = 0; t < 3; t++) {
         char label[64];
-        const char *path = qwen35_fixture(types[t], label, sizeof label);
+        const char *path = qwen35_fixture(q35_types[t], label, sizeof label);
         if (!path)
             continue;
         decode_pair_path(path, label, cf, 0, "convolution in the product and its own launch",
@@ -644,10 +646,9 @@ TEST(qwen35_prompt_deltanet_staged)
         SKIP("no GPU driver or device");
     static const char *const env[] = {"BRASA_GPU_DN_STAGE", "0", NULL};
     static const char *const none[] = {NULL}, *const names[] = {"deltanet_staged", "deltanet"};
-    static const char *const types[3] = {"Q8_0", "Q4_K_M", "F16"};
     for (int t = 0; t < 3; t++) {
         char label[64];
-        const char *path = qwen35_fixture(types[t], label, sizeof label);
+        const char *path = qwen35_fixture(q35_types[t], label, sizeof label);
         if (!path)
             continue;
         pair_prompt = true;

@@ -451,7 +451,19 @@ __device__ __forceinline__ void dn_rows(const float *X, dn_gates G, float *state
     dn_state<KPL, DN_R, true>(state, m, dv, dk, h, i0);
 }
 
-// dk at most 8 WAVE (the host checks)
+// F<KPL>(args) for the keys' dk values: KPL elements a lane, dk at most 8 WAVE (the host checks)
+#define DN_BY_KPL(F, ...)                                                                      \
+    do {                                                                                       \
+        if (dk <= WAVE)                                                                        \
+            F<1>(__VA_ARGS__);                                                                 \
+        else if (dk <= 2 * WAVE)                                                               \
+            F<2>(__VA_ARGS__);                                                                 \
+        else if (dk <= 4 * WAVE)                                                               \
+            F<4>(__VA_ARGS__);                                                                 \
+        else                                                                                   \
+            F<8>(__VA_ARGS__);                                                                 \
+    } while (0)
+
 extern "C" __global__ void deltanet(const float *X, const float *Gm, const float *al,
                                     const float *be, const float *dt, const float *A,
                                     float *state, float *O, int nkh, int nvh, int dk, int dv,
@@ -463,14 +475,7 @@ extern "C" __global__ void deltanet(const float *X, const float *Gm, const float
     const int nw = blockDim.x / WAVE, h = blockIdx.x;
     for (int grp = blockIdx.y * nw + wave_id(); grp * DN_R < dv; grp += gridDim.y * nw) {
         const int i0 = grp * DN_R;
-        if (dk <= WAVE)
-            dn_rows<1>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
-        else if (dk <= 2 * WAVE)
-            dn_rows<2>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
-        else if (dk <= 4 * WAVE)
-            dn_rows<4>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
-        else
-            dn_rows<8>(X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
+        DN_BY_KPL(dn_rows, X, G, state, O, nkh, nvh, dk, dv, T, eps, h, i0);
     }
 }
 
@@ -566,22 +571,16 @@ __device__ __forceinline__ void dn_staged(const float *X, dn_gates G, float *sta
     dn_state<KPL, DN_RW, true>(state, m, dv, dk, h, i0);
 }
 
-// dk at most 8 WAVE (the host checks); C tokens a chunk; v4: 16-byte copies
-extern "C" __global__ void deltanet_staged(const float *X, const float *Gm, const float *al, const float *be,
-                    const float *dt, const float *A, float *state, float *O, int nkh, int nvh,
-                    int dk, int dv, int T, float eps, int C, int v4)
+// C tokens a chunk; v4: 16-byte copies
+extern "C" __global__ void deltanet_staged(const float *X, const float *Gm, const float *al,
+                                           const float *be, const float *dt, const float *A,
+                                           float *state, float *O, int nkh, int nvh, int dk,
+                                           int dv, int T, float eps, int C, int v4)
 {
     pdl_wait();
     pdl_launch();
     const dn_gates G = {Gm, al, be, dt, A};
-    if (dk <= WAVE)
-        dn_staged<1>(X, G, state, O, nkh, nvh, dk, dv, T, eps, C, v4);
-    else if (dk <= 2 * WAVE)
-        dn_staged<2>(X, G, state, O, nkh, nvh, dk, dv, T, eps, C, v4);
-    else if (dk <= 4 * WAVE)
-        dn_staged<4>(X, G, state, O, nkh, nvh, dk, dv, T, eps, C, v4);
-    else
-        dn_staged<8>(X, G, state, O, nkh, nvh, dk, dv, T, eps, C, v4);
+    DN_BY_KPL(dn_staged, X, G, state, O, nkh, nvh, dk, dv, T, eps, C, v4);
 }
 
 // The sampler's candidates on the device: the K largest of x[0..n) (ties: lowest id; NaN as
