@@ -252,6 +252,37 @@ TEST(mvd_piece_defines)
     CHECK(gpu_mvd_variants(8, 0, 2, 1, 0, 0, 32, v, 6) > 0);
 }
 
+/* The prompt products' candidates (gpu_mmt_variants): with dq 2 on sm_90 (wg 3) the exact
+ * K-format warpgroup tiles (KX) first for Q4_K / Q5_K, then dq 0's list (the F16 mma.sync
+ * tiles, KF, then the int8 ones); no KX for other types or dq, and nothing dequantized. */
+TEST(mmt_exact_k_candidates)
+{
+    struct gpu_variant v[8], w[8];
+    static const unsigned kt[2] = {12, 13}; /* Q4_K, Q5_K */
+    for (int t = 0; t < 2; t++)
+        for (int glu = 0; glu < 2; glu++) {
+            int n = gpu_mmt_variants(kt[t], glu, 2, 3, v, 8);
+            int n0 = gpu_mmt_variants(kt[t], glu, 0, 3, w, 8);
+            REQUIRE(n > 0 && n == n0 + 1);
+            CHECK(def_of(&v[0], "KX") == 1 && def_of(&v[0], "DQ") == 1 &&
+                  def_of(&v[0], "WG") == 2 && def_of(&v[0], "GLU") == glu);
+            CHECK(def_of(&v[1], "KF") == 1 && def_of(&w[0], "KF") == 1);
+            for (int i = 1; i < n; i++)
+                CHECK(def_of(&v[i], "KX") == -1 && def_of(&v[i], "DQ") == -1);
+            /* and dq 1 (dequantized) lists have no KX */
+            n = gpu_mmt_variants(kt[t], glu, 1, 3, v, 8);
+            for (int i = 0; i < n; i++)
+                CHECK(def_of(&v[i], "KX") == -1);
+        }
+    static const unsigned ot[3] = {14, 8, 2}; /* Q6_K, Q8_0, Q4_0: the lists of dq 0 */
+    for (int t = 0; t < 3; t++) {
+        int n = gpu_mmt_variants(ot[t], 0, 2, 3, v, 8);
+        CHECK(n > 0 && n == gpu_mmt_variants(ot[t], 0, 0, 3, w, 8));
+        for (int i = 0; i < n; i++)
+            CHECK(def_of(&v[i], "KX") == -1 && def_of(&v[i], "DQ") == -1);
+    }
+}
+
 /* The disk cache gives back what it stored, and BRASA_GPU_KEEP's files hold a module's
  * rendered source and its image under the template's name (no GPU needed). */
 static char *read_all(const char *path, size_t *n)
@@ -304,4 +335,4 @@ TEST(kcache_put_get_and_keep)
 
 TEST_MAIN(T(compile_every_variant), T(compile_with_timeline), T(kernel_args_fit_a_launch),
           T(render_defines_first),
-          T(mvd_piece_defines), T(kcache_put_get_and_keep))
+          T(mvd_piece_defines), T(mmt_exact_k_candidates), T(kcache_put_get_and_keep))
