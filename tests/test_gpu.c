@@ -637,15 +637,14 @@ TEST(qwen35_decode_folds)
 }
 
 /* qwen35's prompt DeltaNet with each chunk of tokens staged in shared memory (ops.cu
- * deltanet_staged, BRASA_GPU_DN_STAGE=1) against the kernel of decode (the default until this
- * has passed on a GPU): the same arithmetic token by token, so the same bits, prompt and
- * decode, over one partial chunk and over several (100 tokens); and the launches: with it every
- * prompt DeltaNet staged, decode's not. */
+ * deltanet_staged, the default) against the kernel of decode (BRASA_GPU_DN_STAGE=0): the same
+ * arithmetic token by token, so the same bits, prompt and decode, over one partial chunk and
+ * over several (100 tokens); and the launches: every prompt DeltaNet staged, decode's not. */
 TEST(qwen35_prompt_deltanet_staged)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
-    static const char *const env[] = {"BRASA_GPU_DN_STAGE", "1", NULL};
+    static const char *const env[] = {"BRASA_GPU_DN_STAGE", "0", NULL};
     static const char *const none[] = {NULL}, *const names[] = {"deltanet_staged", "deltanet"};
     for (int t = 0; t < 3; t++) {
         char label[64];
@@ -657,14 +656,14 @@ TEST(qwen35_prompt_deltanet_staged)
         decode_pair_path(path, label, env, 0, "staged DeltaNet and decode's", 512, 100);
         pair_prompt = false;
         int n[3], m[3], nl, mixed;
-        if (!plan_counts(path, none, 64, names, 2, n, &nl, &mixed) ||
-            !plan_counts(path, env, 64, names, 2, m, &nl, &mixed))
+        if (!plan_counts(path, env, 64, names, 2, n, &nl, &mixed) ||
+            !plan_counts(path, none, 64, names, 2, m, &nl, &mixed))
             continue;
-        printf("  %s: prompt deltanet_staged %d (by default: %d), decode deltanet %d, "
+        printf("  %s: prompt deltanet_staged %d (BRASA_GPU_DN_STAGE=0: %d), decode deltanet %d, "
                "deltanet_staged %d\n", label, m[2], n[2], m[1], m[0]);
         CHECKF(m[1] > 0 && m[2] == m[1] && m[0] == 0 && n[2] == 0 && n[1] == m[1],
-               "%s: prompt deltanet_staged %d (by default: %d); decode deltanet %d (%d), "
-               "deltanet_staged %d", label, m[2], n[2], m[1], n[1], m[0]);
+               "%s: prompt deltanet_staged %d (BRASA_GPU_DN_STAGE=0: %d); decode deltanet %d "
+               "(%d), deltanet_staged %d", label, m[2], n[2], m[1], n[1], m[0]);
     }
 }
 
@@ -922,10 +921,9 @@ TEST(prompt_dq_on_warpgroups)
     warpgroup_types(ft, fl, 3, envs, 1, off);
 }
 
-/* Q4_K / Q5_K prompt products on Hopper's warpgroups with exact sums (mmt.cu KX,
- * BRASA_GPU_MMT_KX=1, where the weights are not dequantized: qwen35, and any model with
- * BRASA_GPU_MMT_DQ=0) against the F16 mma.sync tiles (the default until this has passed on a
- * GPU): both add the
+/* Q4_K / Q5_K prompt products on Hopper's warpgroups with exact sums (mmt.cu KX, sm_90's
+ * default where the weights are not dequantized: qwen35, and any model with
+ * BRASA_GPU_MMT_DQ=0) against the F16 mma.sync tiles (BRASA_GPU_MMT_KX=0): both add the
  * integer values times their sub-block scales times the int8 activation, exact in F32 below
  * 2^24, and scale each 256-block's sum alike, so the same bits, prompt and decode (the
  * fixtures' short prompts on the tiles: BRASA_GPU_MMT_MIN=2); and the prompt plans' gate+up
@@ -936,10 +934,10 @@ TEST(prompt_k_exact_on_warpgroups)
         SKIP("no GPU driver or device");
     if (gpu_arch_of_device() != 90)
         SKIP("not an sm_90 device");
-    static const char *const env[] = {"BRASA_GPU_MMT_KX", "1", NULL};
-    static const char *const off[] = {"BRASA_GPU_MMT_MIN", "2", "BRASA_GPU_MMT_DQ", "0", NULL};
-    static const char *const on[] = {"BRASA_GPU_MMT_MIN", "2", "BRASA_GPU_MMT_DQ", "0",
-                                     "BRASA_GPU_MMT_KX", "1", NULL};
+    static const char *const env[] = {"BRASA_GPU_MMT_KX", "0", NULL};
+    static const char *const on[] = {"BRASA_GPU_MMT_MIN", "2", "BRASA_GPU_MMT_DQ", "0", NULL};
+    static const char *const off[] = {"BRASA_GPU_MMT_MIN", "2", "BRASA_GPU_MMT_DQ", "0",
+                                      "BRASA_GPU_MMT_KX", "0", NULL};
     static const char *const names[] = {"mmt_wg_glu"};
     static const char *const files[2][2] = {{"qwen35", "qwen35 Q4_K_M"}, {"qwen2", "qwen2 Q4_K_M"}};
     for (int f = 0; f < 2; f++) {
@@ -949,22 +947,22 @@ TEST(prompt_k_exact_on_warpgroups)
         if (!test_file_exists(path))
             continue;
         char *old[8];
-        env_push(off, old);
+        env_push(on, old);
         pair_prompt = true;
         decode_pair_path(path, files[f][1], env, 0, "exact warpgroup tiles and mma.sync ones",
                          512, 7);
         decode_pair_path(path, files[f][1], env, 0, "exact warpgroup tiles and mma.sync ones",
                          512, 100);
         pair_prompt = false;
-        env_pop(off, old);
+        env_pop(on, old);
         int n[2], m[2], nl, mixed;
         if (!plan_counts(path, on, 64, names, 1, m, &nl, &mixed) ||
             !plan_counts(path, off, 64, names, 1, n, &nl, &mixed))
             continue;
-        printf("  %s: prompt mmt_wg_glu %d (without BRASA_GPU_MMT_KX=1: %d), %d layers\n",
-               files[f][1], m[1], n[1], nl);
-        CHECKF(m[1] == nl && n[1] == 0, "%s: prompt mmt_wg_glu %d (without BRASA_GPU_MMT_KX=1: "
-               "%d), %d layers", files[f][1], m[1], n[1], nl);
+        printf("  %s: prompt mmt_wg_glu %d (BRASA_GPU_MMT_KX=0: %d), %d layers\n", files[f][1],
+               m[1], n[1], nl);
+        CHECKF(m[1] == nl && n[1] == 0, "%s: prompt mmt_wg_glu %d (BRASA_GPU_MMT_KX=0: %d), %d "
+               "layers", files[f][1], m[1], n[1], nl);
     }
 }
 

@@ -336,10 +336,9 @@ struct gpu_sess {
                               * output product's conversion (fuse; BRASA_GPU_DN_FUSE=0: their
                               * own launches) */
     bool dn_stage;           /* prompts' DeltaNet with its inputs staged in shared memory
-                              * (BRASA_GPU_DN_STAGE=1; by default the kernel of decode) */
+                              * (BRASA_GPU_DN_STAGE=0: the kernel of decode) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
-    bool mmt_kx;             /* exact K-format prompt products on warpgroups (plan_product;
-                              * BRASA_GPU_MMT_KX=1) */
+    bool mmt_kx;             /* exact K-format prompt products on warpgroups (plan_product) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
     int mmt_dq;              /* quantized prompt weights dequantized into F16 tiles: 0 never,
                               * 1 where it pays (plan_matmul), 2 always (BRASA_GPU_MMT_DQ) */
@@ -1003,12 +1002,12 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->fa = g->jit.arch >= 80 && !drv_is_hip(&g->d) && !env_is("BRASA_GPU_FA", "0");
     s->fa256 = !env_is("BRASA_GPU_FA256", "0");
     s->dn_fuse = !env_is("BRASA_GPU_DN_FUSE", "0");
-    s->dn_stage = env_is("BRASA_GPU_DN_STAGE", "1"); /* (off until checked on a GPU) */
+    s->dn_stage = !env_is("BRASA_GPU_DN_STAGE", "0");
     s->rope_view = !env_is("BRASA_GPU_ROPE_VIEW", "0");
     s->conv_fuse = !env_is("BRASA_GPU_CONV_FUSE", "0");
     s->attn_gate = !env_is("BRASA_GPU_ATTN_GATE", "0");
     s->mmt_min = env_int("BRASA_GPU_MMT_MIN", 256);
-    s->mmt_kx = env_is("BRASA_GPU_MMT_KX", "1"); /* (off until checked on a GPU) */
+    s->mmt_kx = !env_is("BRASA_GPU_MMT_KX", "0");
     s->no_split = env_is("BRASA_GPU_MMT_SPLIT", "0");
     s->mmt_dq = env_is("BRASA_GPU_MMT_DQ", "0") ? 0 : env_is("BRASA_GPU_MMT_DQ", "2") ? 2 : 1;
     if (s->mmt_min < 2)
@@ -1488,9 +1487,10 @@ static brasa_status plan_product(struct pb *b, int i)
     int dq = use_mmt && mode <= 1 &&
              (b->s->mmt_dq == 2 || (b->s->mmt_dq == 1 && !b->recurrent &&
                                     (mode == 1 || b->s->g->mmt_wg == 3)));
-    /* with BRASA_GPU_MMT_KX=1, where the weights are not dequantized (graphs with a recurrent
-     * state), Q4_K and Q5_K on the same warpgroup tiles with exact products (mmt.cu KX: the
-     * integer sums of the F16 mma.sync tiles; not yet run on a GPU) */
+    /* where the weights are not dequantized (graphs with a recurrent state), Q4_K and Q5_K
+     * on the same warpgroup tiles with exact products (mmt.cu KX: the integer sums of the
+     * integer tiles: qwen35 4B Q4_K_M pp512 +17% on an H100, BENCHMARKS.md; on qwen2's the
+     * dequantizing tiles stay 1.5x faster; BRASA_GPU_MMT_KX=0: the F16 mma.sync tiles) */
     int kx = use_mmt && !dq && g->mmt_wg == 3 && b->s->mmt_kx &&
              (w->type == T_Q4_K || w->type == T_Q5_K);
     if (use_mmt && !glu)
@@ -2188,8 +2188,9 @@ static brasa_status plan_node(struct pb *b, int i)
                 (st = rng(b, gin[j], (size_t)(j < 2 ? T : 1) * (size_t)p[1] * 4, "gate input",
                           i)))
                 return st;
-        /* prompts with BRASA_GPU_DN_STAGE=1: deltanet_staged, each chunk of C tokens' rows
-         * copied into shared memory while the chunk before is used (not yet run on a GPU) */
+        /* prompts: deltanet_staged, each chunk of C tokens' rows copied into shared memory
+         * while the chunk before is used (qwen35 4B: 391 against 458 us a launch, pp512 +4%;
+         * BRASA_GPU_DN_STAGE=0: deltanet) */
         const bool stg = T > 1 && b->s->dn_stage;
         const int C = p[2] <= 128 ? 16 : 8;
         const bool v4 = p[2] % 4 == 0 && p[3] % 4 == 0 && in[0] % 16 == 0;
