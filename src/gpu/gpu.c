@@ -75,7 +75,8 @@ struct mv_kernel {
     int dec;         /* 1: the decode kernel (mvd.cu), 2: the tensor-core batch kernel (mmt.cu),
                       * 0: matvec.cu */
     int nc;          /* requested columns per pass (mvd: warps per lane group; mmt: 128 asks
-                      * for the dequantizing variants first, 64 for the others) */
+                      * for the dequantizing variants first, 256 for the exact K-format
+                      * warpgroup ones (KX) first, 64 for the others) */
     int glu, nr;     /* gate+up; mvd's weight rows per lane group (1 for the others) */
     int nw, ncv;     /* chosen variant's warps per block and columns per pass */
     unsigned shm;    /* dynamic shared memory bytes a block (mmt.cu F16 / BF16: NS stages) */
