@@ -637,15 +637,19 @@ TEST(qwen35_decode_folds)
 }
 
 /* qwen35's prompt DeltaNet with each chunk of tokens staged in shared memory (ops.cu
- * deltanet_staged, the default) against the kernel of decode (BRASA_GPU_DN_STAGE=0): the same
- * arithmetic token by token, so the same bits, prompt and decode, over one partial chunk and
- * over several (100 tokens); and the launches: every prompt DeltaNet staged, decode's not. */
+ * deltanet_staged, the prompts' kernel with BRASA_GPU_DN_CHUNK=0) against the kernel of decode
+ * (BRASA_GPU_DN_STAGE=0): the same arithmetic token by token, so the same bits, prompt and
+ * decode, over one partial chunk and over several (100 tokens); and the launches: every prompt
+ * DeltaNet staged, decode's not. */
 TEST(qwen35_prompt_deltanet_staged)
 {
     if (!gpu_present())
         SKIP("no GPU driver or device");
+    static const char *const nc[] = {"BRASA_GPU_DN_CHUNK", "0", NULL};
     static const char *const env[] = {"BRASA_GPU_DN_STAGE", "0", NULL};
-    static const char *const none[] = {NULL}, *const names[] = {"deltanet_staged", "deltanet"};
+    static const char *const names[] = {"deltanet_staged", "deltanet"};
+    char *old[8];
+    env_push(nc, old); /* (both sessions of each pair) */
     for (int t = 0; t < 3; t++) {
         char label[64];
         const char *path = qwen35_fixture(q35_types[t], label, sizeof label);
@@ -657,7 +661,7 @@ TEST(qwen35_prompt_deltanet_staged)
         pair_prompt = false;
         int n[3], m[3], nl, mixed;
         if (!plan_counts(path, env, 64, names, 2, n, &nl, &mixed) ||
-            !plan_counts(path, none, 64, names, 2, m, &nl, &mixed))
+            !plan_counts(path, nc, 64, names, 2, m, &nl, &mixed))
             continue;
         printf("  %s: prompt deltanet_staged %d (BRASA_GPU_DN_STAGE=0: %d), decode deltanet %d, "
                "deltanet_staged %d\n", label, m[2], n[2], m[1], m[0]);
@@ -665,6 +669,51 @@ TEST(qwen35_prompt_deltanet_staged)
                "%s: prompt deltanet_staged %d (BRASA_GPU_DN_STAGE=0: %d); decode deltanet %d "
                "(%d), deltanet_staged %d", label, m[2], n[2], m[1], n[1], m[0]);
     }
+    env_pop(nc, old);
+}
+
+/* qwen35's prompt DeltaNet a chunk of 32 tokens at a time (ops.cu deltanet_chunked, the
+ * default) against the staged kernel token by token (BRASA_GPU_DN_CHUNK=0): the same
+ * recurrence with its sums in another order, so close but not the same bits; prompt and decode
+ * logits over one partial chunk (7 tokens), several (100) and 300 tokens, on the
+ * fixtures and on a synthesized tiny qwen35 with keys of 128 (the 4B's); and the launches: every
+ * prompt DeltaNet chunked, decode's the kernel of decode. */
+TEST(qwen35_prompt_deltanet_chunked)
+{
+    if (!gpu_present())
+        SKIP("no GPU driver or device");
+    static const char *const on[] = {"BRASA_GPU_DN_CHUNK", "1", NULL};
+    static const char *const env[] = {"BRASA_GPU_DN_CHUNK", "0", NULL};
+    static const char *const names[] = {"deltanet_chunked", "deltanet"};
+    char *old[8];
+    env_push(on, old); /* (the first session of each pair, whatever the default) */
+    for (int t = 0; t < 4; t++) {
+        char label[64], buf[96];
+        const char *path = NULL;
+        if (t < 3) {
+            path = qwen35_fixture(q35_types[t], label, sizeof label);
+        } else if (synth_tmp(buf, sizeof buf, "qwen35", "tiny256", FTYPE_Q8_0, 5)) {
+            path = buf;
+            snprintf(label, sizeof label, "qwen35 tiny256 Q8_0");
+        }
+        if (!path)
+            continue;
+        pair_prompt = true;
+        decode_pair_path(path, label, env, 1e-3, "chunked DeltaNet and the staged one", 512, 7);
+        decode_pair_path(path, label, env, 1e-3, "chunked DeltaNet and the staged one", 512, 100);
+        decode_pair_path(path, label, env, 1e-3, "chunked DeltaNet and the staged one", 512, 300);
+        pair_prompt = false;
+        int n[3], m[3], nl, mixed;
+        if (!plan_counts(path, env, 64, names, 2, n, &nl, &mixed) ||
+            !plan_counts(path, on, 64, names, 2, m, &nl, &mixed))
+            continue;
+        printf("  %s: prompt deltanet_chunked %d (BRASA_GPU_DN_CHUNK=0: %d), decode deltanet "
+               "%d, deltanet_chunked %d\n", label, m[2], n[2], m[1], m[0]);
+        CHECKF(m[1] > 0 && m[2] == m[1] && m[0] == 0 && n[2] == 0 && n[1] == m[1],
+               "%s: prompt deltanet_chunked %d (BRASA_GPU_DN_CHUNK=0: %d); decode deltanet %d "
+               "(%d), deltanet_chunked %d", label, m[2], n[2], m[1], n[1], m[0]);
+    }
+    env_pop(on, old);
 }
 
 /* Decode attention over heads of 256 (qwen35's; a synthesized tiny qwen35 with heads of 256,
@@ -1390,7 +1439,8 @@ TEST_MAIN(T(fixtures_vs_golden_and_cpu), T(graph_equals_eager), T(decode_convers
           T(upload_staged_equals_pageable),
           T(decode_conversion_in_attention), T(final_norm_in_lm_head), T(decode_qkv_of_two_types),
           T(qwen35_launches_folded), T(qwen35_decode_folds),
-          T(qwen35_prompt_deltanet_staged), T(prompt_k_exact_on_warpgroups),
+          T(qwen35_prompt_deltanet_staged), T(qwen35_prompt_deltanet_chunked),
+          T(prompt_k_exact_on_warpgroups),
           T(attention_heads_of_256),
           T(decode_rope_in_products), T(decode_q4k_on_tensor_cores), T(prompt_f16_on_warpgroups),
           T(prompt_dq_on_warpgroups),

@@ -96,10 +96,11 @@ struct mv_kernel {
 };
 
 enum { K_GET_ROWS, K_NORM, K_ELT, K_VIEW, K_ROPE, K_KV, K_CONV, K_GATES, K_DELTA, K_DELTA_S,
-       K_TOPK, K_TOPKP, K_QUANT, K_COUNT };
+       K_DELTA_C, K_TOPK, K_TOPKP, K_QUANT, K_COUNT };
 static const char *const k_names[K_COUNT] = {"get_rows", "norm_rows", "eltwise", "view", "rope",
                                              "kv_store", "conv1d", "gates", "deltanet",
-                                             "deltanet_staged", "topk", "topk_part", "quant_act"};
+                                             "deltanet_staged", "deltanet_chunked", "topk", "topk_part",
+                                             "quant_act"};
 
 struct gpu {
     struct drv d;
@@ -338,6 +339,8 @@ struct gpu_sess {
                               * own launches) */
     bool dn_stage;           /* prompts' DeltaNet with its inputs staged in shared memory
                               * (BRASA_GPU_DN_STAGE=0: the kernel of decode) */
+    bool dn_chunk;           /* prompts' DeltaNet a chunk of tokens at a time
+                              * (BRASA_GPU_DN_CHUNK=1; not yet checked on a GPU) */
     int mmt_min;             /* fewest tokens for the tensor cores (BRASA_GPU_MMT_MIN, 256) */
     bool mmt_kx;             /* exact K-format prompt products on warpgroups (plan_product) */
     bool no_split;           /* BRASA_GPU_MMT_SPLIT=0: mmt never splits k */
@@ -1004,6 +1007,7 @@ brasa_status gpu_sess_new(struct gpu *g, struct gpu_sess **out, struct brasa_err
     s->fa256 = !env_is("BRASA_GPU_FA256", "0");
     s->dn_fuse = !env_is("BRASA_GPU_DN_FUSE", "0");
     s->dn_stage = !env_is("BRASA_GPU_DN_STAGE", "0");
+    s->dn_chunk = env_is("BRASA_GPU_DN_CHUNK", "1");
     s->rope_view = !env_is("BRASA_GPU_ROPE_VIEW", "0");
     s->conv_fuse = !env_is("BRASA_GPU_CONV_FUSE", "0");
     s->attn_gate = !env_is("BRASA_GPU_ATTN_GATE", "0");
@@ -2192,12 +2196,18 @@ static brasa_status plan_node(struct pb *b, int i)
         /* prompts: deltanet_staged, each chunk of C tokens' rows copied into shared memory
          * while the chunk before is used (qwen35 4B: 391 against 458 us a launch, pp512 +4%;
          * BRASA_GPU_DN_STAGE=0: deltanet) */
-        const bool stg = T > 1 && b->s->dn_stage;
+        /* deltanet_chunked: 32 tokens at a time, as a few small matrix products and one
+         * triangular solve (keys a multiple of 4; shared memory as ops.cu's DC_SMEM) */
+        const size_t csh = (size_t)((2 * 32 + 16) * (p[2] + 4) + 2 * 32 * 32 + 5 * 32 * 16 +
+                                    4 * 32 + 32 * (2 * p[2] + 18)) * 4;
+        const bool chk = T > 1 && b->s->dn_chunk && p[2] % 4 == 0 &&
+                         allow_smem(b->s->g, b->s->g->k[K_DELTA_C], csh);
+        const bool stg = T > 1 && !chk && b->s->dn_stage;
         const int C = p[2] <= 128 ? 16 : 8;
         const bool v4 = p[2] % 4 == 0 && p[3] % 4 == 0 && in[0] % 16 == 0;
-        if ((l = L(b, stg ? K_DELTA_S : K_DELTA, NULL, NULL, i, (unsigned)p[1],
-                   (unsigned)((p[3] + 15) / 16), 1, 128,
-                   stg ? (unsigned)(2 * C * (2 * p[2] + 18) * 4) : 0))) {
+        if ((l = L(b, chk ? K_DELTA_C : stg ? K_DELTA_S : K_DELTA, NULL, NULL, i,
+                   (unsigned)p[1], (unsigned)((p[3] + 15) / 16), 1, 128,
+                   chk ? (unsigned)csh : stg ? (unsigned)(2 * C * (2 * p[2] + 18) * 4) : 0))) {
             ap(l, in[0]);
             ap(l, gf ? 0 : in[1]);
             for (int j = 0; j < 4; j++)
@@ -2208,10 +2218,10 @@ static brasa_status plan_node(struct pb *b, int i)
                 ai(l, p[j]);
             ai(l, T);
             af(l, n->p.f[0]);
-            if (stg) {
+            if (stg)
                 ai(l, C);
+            if (stg || chk)
                 ai(l, v4);
-            }
         }
         break;
     }

@@ -583,6 +583,233 @@ extern "C" __global__ void deltanet_staged(const float *X, const float *Gm, cons
     DN_BY_KPL(dn_staged, X, G, state, O, nkh, nvh, dk, dv, T, eps, C, v4);
 }
 
+// Prompts, chunked (deltanet_chunked): the same recurrence over DC tokens at a time. With the
+// chunk's q and k normalized (q times qs), gc_i = g_0 + ... + g_i and row r's state S at the
+// chunk's start, token i's state is M_i = e^gc_i S + sum_{j<=i} e^(gc_i - gc_j) delta_j k_j^T,
+// so the deltas solve a unit lower-triangular system and the outputs and the next state follow
+// from them:
+//   delta_i + sum_{j<i} A_ij delta_j = beta_i (v_i - e^gc_i k_i . S),
+//       A_ij = beta_i e^(gc_i - gc_j) k_i . k_j
+//   o_i = e^gc_i q_i . S + sum_{j<=i} P_ij delta_j,   P_ij = e^(gc_i - gc_j) q_i . k_j
+//   S' = e^gc_last S + sum_j e^(gc_last - gc_j) delta_j k_j
+// A chunk is then a few small matrix products (the Gram matrices A and P, k . S and q . S for
+// every token, the state's update) and one triangular solve of DC steps, where the token-by-
+// token form is a chain of DC dependent steps of reductions across the wave. The same sums in
+// another order: not bit for bit the sequential kernels' figures. Grid (nvh, dv / DCR), blocks
+// of 128 threads (the tiles below assume it), DCR rows of head h's state a block, in shared
+// memory with the chunk's normalized q and k (rows dk + 4 floats apart: 16-byte aligned, and
+// neighbouring rows 4 banks apart); dk a multiple of 4. The next chunk's rows are copied in
+// (dn_stage) while this one is worked on.
+#define DC 32  // tokens a chunk
+#define DCR 16 // state rows a block
+
+// shared floats a block for keys of dk values
+#define DC_SMEM(dk) ((2 * DC + DCR) * ((dk) + 4) + 2 * DC * DC + 5 * DC * DCR + 4 * DC + \
+                     DC * (2 * (dk) + 18))
+
+__device__ __forceinline__ float dot4(float4 a, float4 b)
+{
+    return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+
+extern "C" __global__ void deltanet_chunked(const float *X, const float *Gm, const float *al,
+                                            const float *be, const float *dt, const float *A,
+                                            float *state, float *O, int nkh, int nvh, int dk,
+                                            int dv, int T, float eps, int v4)
+{
+    pdl_wait();
+    pdl_launch();
+    extern __shared__ __align__(16) float dn_sm[];
+    const dn_gates G = {Gm, al, be, dt, A};
+    const int tid = threadIdx.x, nt = blockDim.x, lane = lane_id(), h = blockIdx.x,
+              r0 = blockIdx.y * DCR, kh = h % nkh, ld = dk + 4;
+    float *Kh = dn_sm, *Qh = Kh + DC * ld, *S = Qh + DC * ld; // [token or row][ld]
+    float *Am = S + DCR * ld, *Pm = Am + DC * DC;              // [i][j]
+    float *KS = Pm + DC * DC, *QS = KS + DC * DCR, *Dl = QS + DC * DCR, *Cf = Dl + DC * DCR,
+          *V = Cf + DC * DCR;                                   // [token][row]
+    float *gr = V + DC * DCR, *gc = gr + DC, *eg = gc + DC, *bt = eg + DC;
+    float *sq0 = bt + DC, *sk0 = sq0 + DC * dk, *sv = sk0 + DC * dk, *sg = sv + 16 * DC;
+    const float qs = 1.0f / sqrtf((float)dk);
+    for (int e = tid; e < DCR * dk; e += nt) {
+        const int r = e / dk, d = e % dk;
+        S[r * ld + d] = r0 + r < dv ? state[((long long)h * dv + r0 + r) * dk + d] : 0.0f;
+    }
+#define DC_STAGE(t0_)                                                                          \
+    do {                                                                                       \
+        if (v4)                                                                                \
+            dn_stage<4>(X, G, sq0, DC, nkh, nvh, dk, dv, h, r0, (t0_), min(DC, T - (t0_)));    \
+        else                                                                                   \
+            dn_stage<1>(X, G, sq0, DC, nkh, nvh, dk, dv, h, r0, (t0_), min(DC, T - (t0_)));    \
+    } while (0)
+    DC_STAGE(0);
+    for (int t0 = 0; t0 < T; t0 += DC) {
+        const int n = min(DC, T - t0);
+        cp_async_wait<0>();
+        __syncthreads();
+        // the chunk's q and k, normalized (a wave a token; tokens past T zero), v, the gates
+        for (int t = wave_id(); t < DC; t += nt / WAVE) {
+            float sk = 0.0f, sq = 0.0f;
+            for (int d = lane; d < dk; d += WAVE) {
+                const float k = t < n ? sk0[t * dk + d] : 0.0f;
+                const float q = t < n ? sq0[t * dk + d] : 0.0f;
+                Kh[t * ld + d] = k;
+                Qh[t * ld + d] = q;
+                sk += k * k;
+                sq += q * q;
+            }
+#pragma unroll
+            for (int o = WAVE / 2; o > 0; o >>= 1) {
+                sk += shfl_xor(sk, o);
+                sq += shfl_xor(sq, o);
+            }
+            const float fk = t < n ? 1.0f / fmaxf(sqrtf(sk), eps) : 0.0f;
+            const float fq = t < n ? qs / fmaxf(sqrtf(sq), eps) : 0.0f;
+            for (int d = lane; d < dk; d += WAVE) {
+                Kh[t * ld + d] *= fk;
+                Qh[t * ld + d] *= fq;
+            }
+        }
+        for (int e = tid; e < DC * DCR; e += nt) {
+            const int t = e / DCR, r = e % DCR;
+            V[e] = t < n && r0 + r < dv ? sv[t * 16 + r] : 0.0f;
+        }
+        if (tid < DC) {
+            float g = 0.0f, b = 0.0f;
+            if (tid < n) {
+                g = sg[2 * tid];
+                b = sg[2 * tid + 1];
+                if (!G.G)
+                    gate_of(g, b, G.dt, G.A, h, g, b);
+            }
+            gr[tid] = g;
+            bt[tid] = b;
+        }
+        __syncthreads();
+        if (t0 + DC < T) // (the staged rows are all read)
+            DC_STAGE(t0 + DC);
+        if (tid < DC) {
+            float c = 0.0f;
+            for (int j = 0; j <= tid; j++)
+                c += gr[j];
+            gc[tid] = c;
+            eg[tid] = expf(c);
+        }
+        __syncthreads();
+        {   // A and P: a thread rows 4 ti .. + 4 and columns 2 tj, 2 tj + 1
+            const int ti = tid >> 4, tj = tid & 15;
+            float kk[4][2], qk[4][2];
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 2; c++)
+                    kk[a][c] = qk[a][c] = 0.0f;
+            if (2 * tj <= 4 * ti + 3)
+                for (int d = 0; d < dk; d += 4) {
+                    float4 ki[4], qi[4], kj[2];
+#pragma unroll
+                    for (int a = 0; a < 4; a++) {
+                        ki[a] = *(const float4 *)&Kh[(4 * ti + a) * ld + d];
+                        qi[a] = *(const float4 *)&Qh[(4 * ti + a) * ld + d];
+                    }
+#pragma unroll
+                    for (int c = 0; c < 2; c++)
+                        kj[c] = *(const float4 *)&Kh[(2 * tj + c) * ld + d];
+#pragma unroll
+                    for (int a = 0; a < 4; a++)
+#pragma unroll
+                        for (int c = 0; c < 2; c++) {
+                            kk[a][c] += dot4(ki[a], kj[c]);
+                            qk[a][c] += dot4(qi[a], kj[c]);
+                        }
+                }
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int i = 4 * ti + a, j = 2 * tj + c;
+                    const float e = j <= i ? expf(gc[i] - gc[j]) : 0.0f;
+                    Am[i * DC + j] = j < i ? bt[i] * e * kk[a][c] : 0.0f;
+                    Pm[i * DC + j] = e * qk[a][c];
+                }
+        }
+        {   // k . S and q . S: a thread row r, tokens ig + 8 a
+            const int r = tid & 15, ig = tid >> 4;
+            float ks[4] = {0.0f, 0.0f, 0.0f, 0.0f}, qq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int d = 0; d < dk; d += 4) {
+                const float4 s = *(const float4 *)&S[r * ld + d];
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+                    ks[a] += dot4(*(const float4 *)&Kh[(ig + 8 * a) * ld + d], s);
+                    qq[a] += dot4(*(const float4 *)&Qh[(ig + 8 * a) * ld + d], s);
+                }
+            }
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                KS[(ig + 8 * a) * DCR + r] = ks[a];
+                QS[(ig + 8 * a) * DCR + r] = qq[a];
+            }
+        }
+        __syncthreads();
+        if (tid < DCR) { // the deltas of row tid: forward substitution, column by column
+            float x[DC];
+#pragma unroll
+            for (int i = 0; i < DC; i++)
+                x[i] = bt[i] * (V[i * DCR + tid] - eg[i] * KS[i * DCR + tid]);
+#pragma unroll
+            for (int j = 0; j < DC; j++)
+#pragma unroll
+                for (int i = j + 1; i < DC; i++)
+                    x[i] -= Am[i * DC + j] * x[j];
+            const float gl = gc[DC - 1];
+#pragma unroll
+            for (int i = 0; i < DC; i++) {
+                Dl[i * DCR + tid] = x[i];
+                Cf[i * DCR + tid] = expf(gl - gc[i]) * x[i];
+            }
+        }
+        __syncthreads();
+        for (int e = tid; e < n * DCR; e += nt) { // the outputs
+            const int i = e / DCR, r = e % DCR;
+            float o = eg[i] * QS[e];
+            for (int j = 0; j <= i; j++)
+                o += Pm[i * DC + j] * Dl[j * DCR + r];
+            if (r0 + r < dv)
+                O[((long long)(t0 + i) * nvh + h) * dv + r0 + r] = o;
+        }
+        { // the state: a thread rows 4 rq .. + 4 at elements d .. d + 4
+            const float el = eg[DC - 1];
+            const int nd = dk / 4;
+            for (int e = tid; e < (DCR / 4) * nd; e += nt) {
+                const int rq = e / nd, d = 4 * (e % nd);
+                float4 s[4];
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+                    s[a] = *(const float4 *)&S[(4 * rq + a) * ld + d];
+                    s[a].x *= el, s[a].y *= el, s[a].z *= el, s[a].w *= el;
+                }
+                for (int j = 0; j < DC; j++) {
+                    const float4 k = *(const float4 *)&Kh[j * ld + d];
+#pragma unroll
+                    for (int a = 0; a < 4; a++) {
+                        const float c = Cf[j * DCR + 4 * rq + a];
+                        s[a].x += c * k.x, s[a].y += c * k.y, s[a].z += c * k.z, s[a].w += c * k.w;
+                    }
+                }
+#pragma unroll
+                for (int a = 0; a < 4; a++)
+                    *(float4 *)&S[(4 * rq + a) * ld + d] = s[a];
+            }
+        }
+        __syncthreads();
+    }
+    for (int e = tid; e < DCR * dk; e += nt) {
+        const int r = e / dk, d = e % dk;
+        if (r0 + r < dv)
+            state[((long long)h * dv + r0 + r) * dk + d] = S[r * ld + d];
+    }
+#undef DC_STAGE
+}
+
 // The sampler's candidates on the device: the K largest of x[0..n) (ties: lowest id; NaN as
 // -inf), best first: ids in out[0..K), their values' bits in out[TK_MAX..TK_MAX + K). K = *kp
 // (read when the kernel runs, so a captured graph serves every K; 0: nothing to do), at most
