@@ -636,6 +636,24 @@ TEST(qwen35_decode_folds)
     }
 }
 
+/* The prompt's DeltaNet kernel kname in the plans of the model at path: with the environment
+ * on, in every DeltaNet layer of the prompt and in none of decode's (those keep deltanet); with
+ * off, in none of the prompt's. */
+static void dn_prompt_kernel(const char *path, const char *label, const char *const *on,
+                             const char *const *off, const char *kname)
+{
+    const char *const names[] = {kname, "deltanet"};
+    int n[3], m[3], nl, mixed;
+    if (!plan_counts(path, off, 64, names, 2, n, &nl, &mixed) ||
+        !plan_counts(path, on, 64, names, 2, m, &nl, &mixed))
+        return;
+    printf("  %s: prompt %s %d (%s=%s: %d), decode deltanet %d, %s %d\n", label, kname, m[2],
+           off[0], off[1], n[2], m[1], kname, m[0]);
+    CHECKF(m[1] > 0 && m[2] == m[1] && m[0] == 0 && n[2] == 0 && n[1] == m[1],
+           "%s: prompt %s %d (%s=%s: %d); decode deltanet %d (%d), %s %d", label, kname, m[2],
+           off[0], off[1], n[2], m[1], n[1], kname, m[0]);
+}
+
 /* qwen35's prompt DeltaNet with each chunk of tokens staged in shared memory (ops.cu
  * deltanet_staged, the prompts' kernel with BRASA_GPU_DN_CHUNK=0) against the kernel of decode
  * (BRASA_GPU_DN_STAGE=0): the same arithmetic token by token, so the same bits, prompt and
@@ -647,7 +665,6 @@ TEST(qwen35_prompt_deltanet_staged)
         SKIP("no GPU driver or device");
     static const char *const nc[] = {"BRASA_GPU_DN_CHUNK", "0", NULL};
     static const char *const env[] = {"BRASA_GPU_DN_STAGE", "0", NULL};
-    static const char *const names[] = {"deltanet_staged", "deltanet"};
     char *old[8];
     env_push(nc, old); /* (both sessions of each pair) */
     for (int t = 0; t < 3; t++) {
@@ -659,15 +676,7 @@ TEST(qwen35_prompt_deltanet_staged)
         decode_pair_path(path, label, env, 0, "staged DeltaNet and decode's", 512, 7);
         decode_pair_path(path, label, env, 0, "staged DeltaNet and decode's", 512, 100);
         pair_prompt = false;
-        int n[3], m[3], nl, mixed;
-        if (!plan_counts(path, env, 64, names, 2, n, &nl, &mixed) ||
-            !plan_counts(path, nc, 64, names, 2, m, &nl, &mixed))
-            continue;
-        printf("  %s: prompt deltanet_staged %d (BRASA_GPU_DN_STAGE=0: %d), decode deltanet %d, "
-               "deltanet_staged %d\n", label, m[2], n[2], m[1], m[0]);
-        CHECKF(m[1] > 0 && m[2] == m[1] && m[0] == 0 && n[2] == 0 && n[1] == m[1],
-               "%s: prompt deltanet_staged %d (BRASA_GPU_DN_STAGE=0: %d); decode deltanet %d "
-               "(%d), deltanet_staged %d", label, m[2], n[2], m[1], n[1], m[0]);
+        dn_prompt_kernel(path, label, nc, env, "deltanet_staged");
     }
     env_pop(nc, old);
 }
@@ -684,7 +693,6 @@ TEST(qwen35_prompt_deltanet_chunked)
         SKIP("no GPU driver or device");
     static const char *const on[] = {"BRASA_GPU_DN_CHUNK", "1", NULL};
     static const char *const env[] = {"BRASA_GPU_DN_CHUNK", "0", NULL};
-    static const char *const names[] = {"deltanet_chunked", "deltanet"};
     char *old[8];
     env_push(on, old); /* (the first session of each pair, whatever the default) */
     for (int t = 0; t < 4; t++) {
@@ -703,15 +711,7 @@ TEST(qwen35_prompt_deltanet_chunked)
         decode_pair_path(path, label, env, 1e-3, "chunked DeltaNet and the staged one", 512, 100);
         decode_pair_path(path, label, env, 1e-3, "chunked DeltaNet and the staged one", 512, 300);
         pair_prompt = false;
-        int n[3], m[3], nl, mixed;
-        if (!plan_counts(path, env, 64, names, 2, n, &nl, &mixed) ||
-            !plan_counts(path, on, 64, names, 2, m, &nl, &mixed))
-            continue;
-        printf("  %s: prompt deltanet_chunked %d (BRASA_GPU_DN_CHUNK=0: %d), decode deltanet "
-               "%d, deltanet_chunked %d\n", label, m[2], n[2], m[1], m[0]);
-        CHECKF(m[1] > 0 && m[2] == m[1] && m[0] == 0 && n[2] == 0 && n[1] == m[1],
-               "%s: prompt deltanet_chunked %d (BRASA_GPU_DN_CHUNK=0: %d); decode deltanet %d "
-               "(%d), deltanet_chunked %d", label, m[2], n[2], m[1], n[1], m[0]);
+        dn_prompt_kernel(path, label, on, env, "deltanet_chunked");
     }
     env_pop(on, old);
 }
