@@ -2197,16 +2197,19 @@ static brasa_status plan_node(struct pb *b, int i)
          * while the chunk before is used (qwen35 4B: 391 against 458 us a launch, pp512 +4%;
          * BRASA_GPU_DN_STAGE=0: deltanet) */
         /* deltanet_chunked: 32 tokens at a time, as a few small matrix products and one
-         * triangular solve (keys a multiple of 4; shared memory as ops.cu's DC_SMEM) */
-        const size_t csh = (size_t)((2 * 32 + 16) * (p[2] + 4) + 2 * 32 * 32 + 5 * 32 * 16 +
-                                    4 * 32 + 32 * (2 * p[2] + 18)) * 4;
+         * triangular solve; blocks of 256 threads, 32 rows of the state; keys a multiple of 4;
+         * shared memory as laid out in ops.cu (q, k and the rows, A and P, five arrays of 32
+         * x 32, the gates, the next chunk's staged rows) */
+        const size_t csh = (size_t)(96 * (p[2] + 4) + 2 * 32 * 32 + 5 * 32 * 32 + 4 * 32 +
+                                    32 * (2 * p[2] + 34)) * 4;
         const bool chk = T > 1 && b->s->dn_chunk && p[2] % 4 == 0 &&
                          allow_smem(b->s->g, b->s->g->k[K_DELTA_C], csh);
         const bool stg = T > 1 && !chk && b->s->dn_stage;
         const int C = p[2] <= 128 ? 16 : 8;
         const bool v4 = p[2] % 4 == 0 && p[3] % 4 == 0 && in[0] % 16 == 0;
+        const int rb = chk ? 32 : 16; /* state rows a block */
         if ((l = L(b, chk ? K_DELTA_C : stg ? K_DELTA_S : K_DELTA, NULL, NULL, i,
-                   (unsigned)p[1], (unsigned)((p[3] + 15) / 16), 1, 128,
+                   (unsigned)p[1], (unsigned)((p[3] + rb - 1) / rb), 1, chk ? 256 : 128,
                    chk ? (unsigned)csh : stg ? (unsigned)(2 * C * (2 * p[2] + 18) * 4) : 0))) {
             ap(l, in[0]);
             ap(l, gf ? 0 : in[1]);

@@ -487,9 +487,10 @@ extern "C" __global__ void deltanet(const float *X, const float *Gm, const float
 // floats (q, k, v, then the gates' pairs). The same arithmetic as deltanet, token by token.
 #define DN_RW (16 * WAVE / 128)
 
-template <int VB> // VB floats a copy (4: X 16-byte aligned, dk and dv multiples of 4)
-__device__ __forceinline__ void dn_stage(const float *X, dn_gates G, float *b, int C, int nkh,
-                                         int nvh, int dk, int dv, int h, int r0, int t0, int n)
+template <int VB> // VB floats a copy (4: X 16-byte aligned, dk and dv multiples of 4); NR v rows
+__device__ __forceinline__ void dn_stage(const float *X, dn_gates G, float *b, int C, int NR,
+                                         int nkh, int nvh, int dk, int dv, int h, int r0, int t0,
+                                         int n)
 {
     const int tid = threadIdx.x, nt = blockDim.x, kh = h % nkh, pr = dk / VB;
     const long long rl = 2 * nkh * dk + nvh * dv;
@@ -497,11 +498,11 @@ __device__ __forceinline__ void dn_stage(const float *X, dn_gates G, float *b, i
         const int t = i / (2 * pr), w = (i / pr) & 1, e = (i % pr) * VB;
         cp_async_any<4 * VB>(b + (w * C + t) * dk + e, X + (t0 + t) * rl + (w * nkh + kh) * dk + e);
     }
-    float *vb = b + 2 * C * dk, *gb = vb + 16 * C;
-    const int pv = min(16, dv - r0) / VB;
+    float *vb = b + 2 * C * dk, *gb = vb + NR * C;
+    const int pv = min(NR, dv - r0) / VB;
     for (int i = tid; i < n * pv; i += nt) {
         const int t = i / pv, e = (i % pv) * VB;
-        cp_async_any<4 * VB>(vb + t * 16 + e, X + (t0 + t) * rl + 2 * nkh * dk + h * dv + r0 + e);
+        cp_async_any<4 * VB>(vb + t * NR + e, X + (t0 + t) * rl + 2 * nkh * dk + h * dv + r0 + e);
     }
     for (int i = tid; i < 2 * n; i += nt) { // the gates' pairs (or their raw products')
         const long long t = t0 + (i >> 1);
@@ -528,9 +529,9 @@ __device__ __forceinline__ void dn_staged(const float *X, dn_gates G, float *sta
         float *b_ = dn_sm + ((c) & 1) * nb;                                                    \
         const int t_ = (c) * C, n_ = min(C, T - t_);                                           \
         if (v4)                                                                                \
-            dn_stage<4>(X, G, b_, C, nkh, nvh, dk, dv, h, r0, t_, n_);                         \
+            dn_stage<4>(X, G, b_, C, 16, nkh, nvh, dk, dv, h, r0, t_, n_);                         \
         else                                                                                   \
-            dn_stage<1>(X, G, b_, C, nkh, nvh, dk, dv, h, r0, t_, n_);                         \
+            dn_stage<1>(X, G, b_, C, 16, nkh, nvh, dk, dv, h, r0, t_, n_);                         \
     } while (0)
     DN_STAGE(0);
     for (int c = 0; c < nc; c++) {
@@ -596,20 +597,37 @@ extern "C" __global__ void deltanet_staged(const float *X, const float *Gm, cons
 // every token, the state's update) and one triangular solve of DC steps, where the token-by-
 // token form is a chain of DC dependent steps of reductions across the wave. The same sums in
 // another order: not bit for bit the sequential kernels' figures. Grid (nvh, dv / DCR), blocks
-// of 128 threads (the tiles below assume it), DCR rows of head h's state a block, in shared
+// of 256 threads (the tiles below assume it), DCR rows of head h's state a block, in shared
 // memory with the chunk's normalized q and k (rows dk + 4 floats apart: 16-byte aligned, and
-// neighbouring rows 4 banks apart); dk a multiple of 4. The next chunk's rows are copied in
-// (dn_stage) while this one is worked on.
+// rows four apart in other banks); dk a multiple of 4. The products are tiles of 4 x 4 a
+// thread, each of four threads summing a quarter of the 4-element steps along dk, so that a
+// shared load feeds 4 to 8 products. The next chunk's rows are copied in (dn_stage) while this
+// one is worked on.
 #define DC 32  // tokens a chunk
-#define DCR 16 // state rows a block
-
-// shared floats a block for keys of dk values
-#define DC_SMEM(dk) ((2 * DC + DCR) * ((dk) + 4) + 2 * DC * DC + 5 * DC * DCR + 4 * DC + \
-                     DC * (2 * (dk) + 18))
+#define DCR 32 // state rows a block
 
 __device__ __forceinline__ float dot4(float4 a, float4 b)
 {
     return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+
+// the sums of the four threads of a quad (lanes 4 q .. 4 q + 3), in each of them
+template <int N> __device__ __forceinline__ void quad_sum(float (&v)[N])
+{
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1)
+#pragma unroll
+        for (int i = 0; i < N; i++)
+            v[i] += shfl_xor(v[i], o);
+}
+// v[i0 + s * u] for u = 0..3 (selects, not an indexed register array)
+__device__ __forceinline__ float pick4(const float (&v)[16], int i0, int s, int u)
+{
+    float o = v[i0];
+#pragma unroll
+    for (int c = 1; c < 4; c++)
+        o = u == c ? v[i0 + s * c] : o;
+    return o;
 }
 
 extern "C" __global__ void deltanet_chunked(const float *X, const float *Gm, const float *al,
@@ -622,14 +640,16 @@ extern "C" __global__ void deltanet_chunked(const float *X, const float *Gm, con
     extern __shared__ __align__(16) float dn_sm[];
     const dn_gates G = {Gm, al, be, dt, A};
     const int tid = threadIdx.x, nt = blockDim.x, lane = lane_id(), h = blockIdx.x,
-              r0 = blockIdx.y * DCR, kh = h % nkh, ld = dk + 4;
+              r0 = blockIdx.y * DCR, ld = dk + 4, nd = dk / 4;
     float *Kh = dn_sm, *Qh = Kh + DC * ld, *S = Qh + DC * ld; // [token or row][ld]
     float *Am = S + DCR * ld, *Pm = Am + DC * DC;              // [i][j]
     float *KS = Pm + DC * DC, *QS = KS + DC * DCR, *Dl = QS + DC * DCR, *Cf = Dl + DC * DCR,
           *V = Cf + DC * DCR;                                   // [token][row]
     float *gr = V + DC * DCR, *gc = gr + DC, *eg = gc + DC, *bt = eg + DC;
-    float *sq0 = bt + DC, *sk0 = sq0 + DC * dk, *sv = sk0 + DC * dk, *sg = sv + 16 * DC;
+    float *sq0 = bt + DC, *sk0 = sq0 + DC * dk, *sv = sk0 + DC * dk, *sg = sv + DCR * DC;
     const float qs = 1.0f / sqrtf((float)dk);
+    // a thread's tile (tiles of 4 x 4, 64 of them, and its quarter dq of the steps along dk)
+    const int tile = tid >> 2, tb = tile >> 3, tc = tile & 7, dq = tid & 3;
     for (int e = tid; e < DCR * dk; e += nt) {
         const int r = e / dk, d = e % dk;
         S[r * ld + d] = r0 + r < dv ? state[((long long)h * dv + r0 + r) * dk + d] : 0.0f;
@@ -637,9 +657,11 @@ extern "C" __global__ void deltanet_chunked(const float *X, const float *Gm, con
 #define DC_STAGE(t0_)                                                                          \
     do {                                                                                       \
         if (v4)                                                                                \
-            dn_stage<4>(X, G, sq0, DC, nkh, nvh, dk, dv, h, r0, (t0_), min(DC, T - (t0_)));    \
+            dn_stage<4>(X, G, sq0, DC, DCR, nkh, nvh, dk, dv, h, r0, (t0_),                    \
+                        min(DC, T - (t0_)));                                                   \
         else                                                                                   \
-            dn_stage<1>(X, G, sq0, DC, nkh, nvh, dk, dv, h, r0, (t0_), min(DC, T - (t0_)));    \
+            dn_stage<1>(X, G, sq0, DC, DCR, nkh, nvh, dk, dv, h, r0, (t0_),                    \
+                        min(DC, T - (t0_)));                                                   \
     } while (0)
     DC_STAGE(0);
     for (int t0 = 0; t0 < T; t0 += DC) {
@@ -671,7 +693,7 @@ extern "C" __global__ void deltanet_chunked(const float *X, const float *Gm, con
         }
         for (int e = tid; e < DC * DCR; e += nt) {
             const int t = e / DCR, r = e % DCR;
-            V[e] = t < n && r0 + r < dv ? sv[t * 16 + r] : 0.0f;
+            V[e] = t < n && r0 + r < dv ? sv[t * DCR + r] : 0.0f;
         }
         if (tid < DC) {
             float g = 0.0f, b = 0.0f;
@@ -695,58 +717,67 @@ extern "C" __global__ void deltanet_chunked(const float *X, const float *Gm, con
             eg[tid] = expf(c);
         }
         __syncthreads();
-        {   // A and P: a thread rows 4 ti .. + 4 and columns 2 tj, 2 tj + 1
-            const int ti = tid >> 4, tj = tid & 15;
-            float kk[4][2], qk[4][2];
+        { // A and P: tokens i = 4 tb + a, j = 4 tc + c (sums in the tiles on or below the
+          // diagonal; every thread in the quads' sums)
+            float kk[16], qk[16];
 #pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < 2; c++)
-                    kk[a][c] = qk[a][c] = 0.0f;
-            if (2 * tj <= 4 * ti + 3)
-                for (int d = 0; d < dk; d += 4) {
-                    float4 ki[4], qi[4], kj[2];
-#pragma unroll
-                    for (int a = 0; a < 4; a++) {
-                        ki[a] = *(const float4 *)&Kh[(4 * ti + a) * ld + d];
-                        qi[a] = *(const float4 *)&Qh[(4 * ti + a) * ld + d];
-                    }
-#pragma unroll
-                    for (int c = 0; c < 2; c++)
-                        kj[c] = *(const float4 *)&Kh[(2 * tj + c) * ld + d];
-#pragma unroll
-                    for (int a = 0; a < 4; a++)
-#pragma unroll
-                        for (int c = 0; c < 2; c++) {
-                            kk[a][c] += dot4(ki[a], kj[c]);
-                            qk[a][c] += dot4(qi[a], kj[c]);
-                        }
-                }
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    const int i = 4 * ti + a, j = 2 * tj + c;
-                    const float e = j <= i ? expf(gc[i] - gc[j]) : 0.0f;
-                    Am[i * DC + j] = j < i ? bt[i] * e * kk[a][c] : 0.0f;
-                    Pm[i * DC + j] = e * qk[a][c];
-                }
-        }
-        {   // k . S and q . S: a thread row r, tokens ig + 8 a
-            const int r = tid & 15, ig = tid >> 4;
-            float ks[4] = {0.0f, 0.0f, 0.0f, 0.0f}, qq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int d = 0; d < dk; d += 4) {
-                const float4 s = *(const float4 *)&S[r * ld + d];
+            for (int e = 0; e < 16; e++)
+                kk[e] = qk[e] = 0.0f;
+            for (int d4 = tc <= tb ? dq : nd; d4 < nd; d4 += 4) {
+                float4 ki[4], qi[4], kj[4];
 #pragma unroll
                 for (int a = 0; a < 4; a++) {
-                    ks[a] += dot4(*(const float4 *)&Kh[(ig + 8 * a) * ld + d], s);
-                    qq[a] += dot4(*(const float4 *)&Qh[(ig + 8 * a) * ld + d], s);
+                    ki[a] = *(const float4 *)&Kh[(4 * tb + a) * ld + 4 * d4];
+                    qi[a] = *(const float4 *)&Qh[(4 * tb + a) * ld + 4 * d4];
+                    kj[a] = *(const float4 *)&Kh[(4 * tc + a) * ld + 4 * d4];
                 }
+#pragma unroll
+                for (int a = 0; a < 4; a++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        kk[4 * a + c] += dot4(ki[a], kj[c]);
+                        qk[4 * a + c] += dot4(qi[a], kj[c]);
+                    }
             }
+            quad_sum(kk);
+            quad_sum(qk);
+            const int i = 4 * tb + dq; // (each thread of the quad writes one row of the tile)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int j = 4 * tc + c;
+                const float e = j <= i ? expf(gc[i] - gc[j]) : 0.0f;
+                Am[i * DC + j] = j < i ? bt[i] * e * pick4(kk, c, 4, dq) : 0.0f;
+                Pm[i * DC + j] = e * pick4(qk, c, 4, dq);
+            }
+        }
+        { // k . S and q . S: rows r = 4 tb + a, tokens i = 4 tc + c
+            float ks[16], qq[16];
+#pragma unroll
+            for (int e = 0; e < 16; e++)
+                ks[e] = qq[e] = 0.0f;
+            for (int d4 = dq; d4 < nd; d4 += 4) {
+                float4 sr[4], ki[4], qi[4];
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+                    sr[a] = *(const float4 *)&S[(4 * tb + a) * ld + 4 * d4];
+                    ki[a] = *(const float4 *)&Kh[(4 * tc + a) * ld + 4 * d4];
+                    qi[a] = *(const float4 *)&Qh[(4 * tc + a) * ld + 4 * d4];
+                }
+#pragma unroll
+                for (int a = 0; a < 4; a++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        ks[4 * a + c] += dot4(sr[a], ki[c]);
+                        qq[4 * a + c] += dot4(sr[a], qi[c]);
+                    }
+            }
+            quad_sum(ks);
+            quad_sum(qq);
+            const int i = 4 * tc + dq; // (each thread of the quad writes one token)
 #pragma unroll
             for (int a = 0; a < 4; a++) {
-                KS[(ig + 8 * a) * DCR + r] = ks[a];
-                QS[(ig + 8 * a) * DCR + r] = qq[a];
+                KS[i * DCR + 4 * tb + a] = pick4(ks, 4 * a, 1, dq);
+                QS[i * DCR + 4 * tb + a] = pick4(qq, 4 * a, 1, dq);
             }
         }
         __syncthreads();
@@ -778,7 +809,6 @@ extern "C" __global__ void deltanet_chunked(const float *X, const float *Gm, con
         }
         { // the state: a thread rows 4 rq .. + 4 at elements d .. d + 4
             const float el = eg[DC - 1];
-            const int nd = dk / 4;
             for (int e = tid; e < (DCR / 4) * nd; e += nt) {
                 const int rq = e / nd, d = 4 * (e % nd);
                 float4 s[4];
