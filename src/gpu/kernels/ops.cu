@@ -620,6 +620,34 @@ template <int N> __device__ __forceinline__ void quad_sum(float (&v)[N])
         for (int i = 0; i < N; i++)
             v[i] += shfl_xor(v[i], o);
 }
+// Two 4 x 4 tiles of dot products, o1[4 a + c] = x_a . y_c and o2[4 a + c] = x_a . z_c, of rows
+// ld floats apart from X, Y and Z, over this thread's steps of 4 along the rows (d4 = d0,
+// d0 + 4, ... below nd), then summed over the quad (each of its threads takes every fourth step)
+__device__ __forceinline__ void dn_tiles(float (&o1)[16], float (&o2)[16], const float *X,
+                                         const float *Y, const float *Z, int ld, int d0, int nd)
+{
+#pragma unroll
+    for (int e = 0; e < 16; e++)
+        o1[e] = o2[e] = 0.0f;
+    for (int d4 = d0; d4 < nd; d4 += 4) {
+        float4 x[4], y[4], z[4];
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            x[a] = *(const float4 *)&X[a * ld + 4 * d4];
+            y[a] = *(const float4 *)&Y[a * ld + 4 * d4];
+            z[a] = *(const float4 *)&Z[a * ld + 4 * d4];
+        }
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                o1[4 * a + c] += dot4(x[a], y[c]);
+                o2[4 * a + c] += dot4(x[a], z[c]);
+            }
+    }
+    quad_sum(o1);
+    quad_sum(o2);
+}
 // v[i0 + s * u] for u = 0..3 (selects, not an indexed register array)
 __device__ __forceinline__ float pick4(const float (&v)[16], int i0, int s, int u)
 {
@@ -637,11 +665,11 @@ extern "C" __global__ void deltanet_chunked(const float *X, const float *Gm, con
 {
     pdl_wait();
     pdl_launch();
-    extern __shared__ __align__(16) float dn_sm[];
+    extern __shared__ __align__(16) float dc_sm[];
     const dn_gates G = {Gm, al, be, dt, A};
     const int tid = threadIdx.x, nt = blockDim.x, lane = lane_id(), h = blockIdx.x,
               r0 = blockIdx.y * DCR, ld = dk + 4, nd = dk / 4;
-    float *Kh = dn_sm, *Qh = Kh + DC * ld, *S = Qh + DC * ld; // [token or row][ld]
+    float *Kh = dc_sm, *Qh = Kh + DC * ld, *S = Qh + DC * ld; // [token or row][ld]
     float *Am = S + DCR * ld, *Pm = Am + DC * DC;              // [i][j]
     float *KS = Pm + DC * DC, *QS = KS + DC * DCR, *Dl = QS + DC * DCR, *Cf = Dl + DC * DCR,
           *V = Cf + DC * DCR;                                   // [token][row]
@@ -717,62 +745,23 @@ extern "C" __global__ void deltanet_chunked(const float *X, const float *Gm, con
             eg[tid] = expf(c);
         }
         __syncthreads();
-        { // A and P: tokens i = 4 tb + a, j = 4 tc + c (sums in the tiles on or below the
-          // diagonal; every thread in the quads' sums)
+        { // A and P: tokens i = 4 tb + a, j = 4 tc + c (kk[4 c + a] = k_j . k_i, qk[4 c + a] =
+          // k_j . q_i; sums in the tiles on or below the diagonal, every thread in the quads')
             float kk[16], qk[16];
-#pragma unroll
-            for (int e = 0; e < 16; e++)
-                kk[e] = qk[e] = 0.0f;
-            for (int d4 = tc <= tb ? dq : nd; d4 < nd; d4 += 4) {
-                float4 ki[4], qi[4], kj[4];
-#pragma unroll
-                for (int a = 0; a < 4; a++) {
-                    ki[a] = *(const float4 *)&Kh[(4 * tb + a) * ld + 4 * d4];
-                    qi[a] = *(const float4 *)&Qh[(4 * tb + a) * ld + 4 * d4];
-                    kj[a] = *(const float4 *)&Kh[(4 * tc + a) * ld + 4 * d4];
-                }
-#pragma unroll
-                for (int a = 0; a < 4; a++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++) {
-                        kk[4 * a + c] += dot4(ki[a], kj[c]);
-                        qk[4 * a + c] += dot4(qi[a], kj[c]);
-                    }
-            }
-            quad_sum(kk);
-            quad_sum(qk);
+            dn_tiles(kk, qk, Kh + 4 * tc * ld, Kh + 4 * tb * ld, Qh + 4 * tb * ld, ld,
+                     tc <= tb ? dq : nd, nd);
             const int i = 4 * tb + dq; // (each thread of the quad writes one row of the tile)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int j = 4 * tc + c;
                 const float e = j <= i ? expf(gc[i] - gc[j]) : 0.0f;
-                Am[i * DC + j] = j < i ? bt[i] * e * pick4(kk, c, 4, dq) : 0.0f;
-                Pm[i * DC + j] = e * pick4(qk, c, 4, dq);
+                Am[i * DC + j] = j < i ? bt[i] * e * pick4(kk, 4 * c, 1, dq) : 0.0f;
+                Pm[i * DC + j] = e * pick4(qk, 4 * c, 1, dq);
             }
         }
         { // k . S and q . S: rows r = 4 tb + a, tokens i = 4 tc + c
             float ks[16], qq[16];
-#pragma unroll
-            for (int e = 0; e < 16; e++)
-                ks[e] = qq[e] = 0.0f;
-            for (int d4 = dq; d4 < nd; d4 += 4) {
-                float4 sr[4], ki[4], qi[4];
-#pragma unroll
-                for (int a = 0; a < 4; a++) {
-                    sr[a] = *(const float4 *)&S[(4 * tb + a) * ld + 4 * d4];
-                    ki[a] = *(const float4 *)&Kh[(4 * tc + a) * ld + 4 * d4];
-                    qi[a] = *(const float4 *)&Qh[(4 * tc + a) * ld + 4 * d4];
-                }
-#pragma unroll
-                for (int a = 0; a < 4; a++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++) {
-                        ks[4 * a + c] += dot4(sr[a], ki[c]);
-                        qq[4 * a + c] += dot4(sr[a], qi[c]);
-                    }
-            }
-            quad_sum(ks);
-            quad_sum(qq);
+            dn_tiles(ks, qq, S + 4 * tb * ld, Kh + 4 * tc * ld, Qh + 4 * tc * ld, ld, dq, nd);
             const int i = 4 * tc + dq; // (each thread of the quad writes one token)
 #pragma unroll
             for (int a = 0; a < 4; a++) {
