@@ -99,8 +99,8 @@ enum { K_GET_ROWS, K_NORM, K_ELT, K_VIEW, K_ROPE, K_KV, K_CONV, K_GATES, K_DELTA
        K_DELTA_C, K_TOPK, K_TOPKP, K_QUANT, K_COUNT };
 static const char *const k_names[K_COUNT] = {"get_rows", "norm_rows", "eltwise", "view", "rope",
                                              "kv_store", "conv1d", "gates", "deltanet",
-                                             "deltanet_staged", "deltanet_chunked", "topk", "topk_part",
-                                             "quant_act"};
+                                             "deltanet_staged", "deltanet_chunked", "topk",
+                                             "topk_part", "quant_act"};
 
 struct gpu {
     struct drv d;

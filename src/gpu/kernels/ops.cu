@@ -529,9 +529,9 @@ __device__ __forceinline__ void dn_staged(const float *X, dn_gates G, float *sta
         float *b_ = dn_sm + ((c) & 1) * nb;                                                    \
         const int t_ = (c) * C, n_ = min(C, T - t_);                                           \
         if (v4)                                                                                \
-            dn_stage<4>(X, G, b_, C, 16, nkh, nvh, dk, dv, h, r0, t_, n_);                         \
+            dn_stage<4>(X, G, b_, C, 16, nkh, nvh, dk, dv, h, r0, t_, n_);                     \
         else                                                                                   \
-            dn_stage<1>(X, G, b_, C, 16, nkh, nvh, dk, dv, h, r0, t_, n_);                         \
+            dn_stage<1>(X, G, b_, C, 16, nkh, nvh, dk, dv, h, r0, t_, n_);                     \
     } while (0)
     DN_STAGE(0);
     for (int c = 0; c < nc; c++) {
